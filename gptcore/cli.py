@@ -1,0 +1,180 @@
+"""python -m gptcore train | eval | sample — the tutorial's script as a command line."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from . import checkpoint as ckpt
+from .config import ConfigError, GPTConfig
+from .data import CorpusError, load_corpus, split_ids, unknown_warning
+from .train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, evaluate
+
+MODEL_FLAGS = {"d_model": int, "n_layer": int, "n_head": int, "d_ff": int, "context": int, "norm": str,
+               "norm_placement": str, "position": str, "ffn": str, "rope_theta": float}
+TRAIN_FLAGS = {"steps": int, "batch_size": int, "lr": float, "seed": int, "eval_every": int, "eval_batches": int,
+               "schedule": str, "warmup": int, "min_lr_ratio": float, "weight_decay": float, "grad_clip": float,
+               "sample_every": int, "sample_chars": int, "checkpoint_every": int, "snapshot_every": int,
+               "threads": int}
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="path to a UTF-8 text file, or 'builtin' for our generated stories")
+    p.add_argument("--max-chars", type=int, default=1_000_000, help="use only the first N characters (tutorial: 1M)")
+    p.add_argument("--builtin-chars", type=int, default=1_000_000)
+    p.add_argument("--builtin-seed", type=int, default=0)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gptcore", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train a model and save a checkpoint")
+    add_data_args(train)
+    train.add_argument("--out", required=True, help="checkpoint folder, e.g. checkpoints/ts")
+    train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    train.add_argument("--no-scale", action="store_true", help="do not divide q·k by sqrt(d_head)")
+    for group, flags in (("model", MODEL_FLAGS), ("training", TRAIN_FLAGS)):
+        g = train.add_argument_group(group)
+        for name, kind in flags.items():
+            g.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    ev = sub.add_parser("eval", help="mean per-character cross-entropy of a checkpoint on a text")
+    add_data_args(ev)
+    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--split", choices=("all", "val"), default="val", help="val = the last 10%%, as in training")
+    sample = sub.add_parser("sample", help="generate text from a checkpoint")
+    sample.add_argument("--checkpoint", required=True)
+    sample.add_argument("--prompt", default="O")
+    sample.add_argument("--chars", type=int, default=200)
+    sample.add_argument("--temperature", type=float, default=1.0)
+    sample.add_argument("--top-k", type=int, default=None)
+    sample.add_argument("--seed", type=int, default=0)
+    from .bench import add_bench_parser
+
+    add_bench_parser(sub)
+    return parser.parse_args(argv)
+
+
+def picked(args, flags) -> dict:
+    return {k: getattr(args, k) for k in flags if getattr(args, k) is not None}
+
+
+class Progress:
+    """Step, tokens/s and ETA on stderr: one self-overwriting line on a terminal, a line every 30 s in a log."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.last = stream, 0.0
+        self.tty = stream.isatty()
+
+    def __call__(self, d: dict):
+        now = time.monotonic()
+        if now - self.last < (0.5 if self.tty else 30.0):
+            return
+        self.last = now
+        total = d["total_steps"]
+        bar = "#" * int(30 * (d["step"] + 1) / (total + 1))
+        line = (f"[{bar:<30}] step {d['step']}/{total}  {d['tokens_per_s']:,.0f} tok/s  "
+                f"ETA {d['eta_s']:.0f}s  loss {d['loss']:.3f}")
+        self.stream.write(f"\r{line} " if self.tty else line + "\n")
+        self.stream.flush()
+
+    def clear(self):
+        if self.tty:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+
+
+def cmd_train(args) -> int:
+    out = Path(args.out)
+    out = out.parent / ckpt.safe_name(out.name)
+    if args.resume:
+        base = ckpt.read_meta(out).get("train_config", {})
+        tc = TrainConfig.from_dict({**base, **picked(args, TRAIN_FLAGS)})
+        model_cfg = None
+    else:
+        tc = TrainConfig(**picked(args, TRAIN_FLAGS))
+        model_cfg = GPTConfig(**{**picked(args, MODEL_FLAGS), **({"scale_attention": False} if args.no_scale else {})})
+    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
+    trainer = Trainer(model_cfg or GPTConfig(), tc, corpus.text, corpus.description, out_dir=out,
+                      resume_from=out if args.resume else None)
+    if warning := unknown_warning(trainer.unknown):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"vocab {trainer.tokenizer.vocab_size}, params {trainer.model.num_params():,}")
+    if args.resume:
+        print(f"resuming from step {trainer.start_step - 1} in {out}")
+    control = TrainControl()
+    signal.signal(signal.SIGINT, lambda *_: (control.request_stop(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    progress = Progress()
+
+    def on_event(kind, d):
+        if kind == "step":
+            progress(d)
+        elif kind == "eval":
+            progress.clear()
+            print(f"step {d['step']:4d}  train {d['train']:.3f}  val {d['val']:.3f}", flush=True)
+        elif kind == "final_eval":
+            progress.clear()
+            print(f"final val loss over the whole val split: {d['val']:.4f}")
+        elif kind == "sample":
+            progress.clear()
+            print(f"--- sample at step {d['step']} ---\n{d['text']}\n---", flush=True)
+
+    t0 = time.time()
+    try:
+        status = trainer.run(on_event, control)
+    except Diverged as e:
+        progress.clear()
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    print(f"{time.time() - t0:.0f}s")
+    print(f"{status} at step {trainer.step}; checkpoint saved to {out}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    loaded = ckpt.load_checkpoint(args.checkpoint)
+    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
+    if warning := unknown_warning(loaded.tokenizer.unknown(corpus.text)):
+        print(f"warning: {warning}", file=sys.stderr)
+    ids = torch.tensor(loaded.tokenizer.encode(corpus.text), dtype=torch.long)
+    if args.split == "val":
+        ids = split_ids(ids)[1]
+    print(f"scoring {len(ids) - 1:,} characters of {corpus.description} ({args.split})")
+    print(f"val_loss {evaluate(loaded.model, ids):.4f}")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    loaded = ckpt.load_checkpoint(args.checkpoint)
+    if warning := unknown_warning(loaded.tokenizer.unknown(args.prompt)):
+        print(f"warning: {warning}", file=sys.stderr)
+    ids = loaded.tokenizer.encode(args.prompt)
+    if not ids:
+        print("error: the prompt has no character the model knows", file=sys.stderr)
+        return 2
+    gen = torch.Generator().manual_seed(args.seed)
+    out = loaded.model.stream(torch.tensor([ids]), args.chars, temperature=args.temperature, top_k=args.top_k,
+                              generator=gen)
+    sys.stdout.write(args.prompt)
+    for token in out:
+        sys.stdout.write(loaded.tokenizer.chars[token])
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample}
+    if args.command == "bench":
+        from .bench import run_bench
+
+        return run_bench(args)
+    try:
+        return commands[args.command](args)
+    except (CorpusError, ConfigError, TrainConfigError, ckpt.CheckpointError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,172 @@
+"""Corpora, the character tokenizer, the 90/10 split and random batches."""
+from __future__ import annotations
+
+import os
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+TINYSTORIES_VALID_URL = (
+    "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"
+)
+DOWNLOAD_CACHE = Path(os.environ.get("GPTCORE_CACHE", Path.home() / ".cache" / "gptcore"))
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be trained on, with a message naming the problem."""
+
+
+@dataclass
+class Corpus:
+    text: str
+    description: str
+
+
+def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Validate raw bytes as a UTF-8 text corpus and return the text."""
+    if not raw:
+        raise CorpusError(f"{name} is empty")
+    if len(raw) > max_bytes:
+        raise CorpusError(f"{name} is {len(raw):,} bytes, over the limit of {max_bytes:,} bytes")
+    if b"\x00" in raw[:1_000_000]:
+        raise CorpusError(f"{name} looks binary (it contains NUL bytes), not a text file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{name} is not UTF-8 text (invalid byte at offset {e.start:,})") from None
+    if not text.strip():
+        raise CorpusError(f"{name} contains only whitespace")
+    return text
+
+
+def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"no such file: {path}")
+    size = path.stat().st_size
+    if size > max_bytes:  # checked before reading, so a huge file is never loaded
+        raise CorpusError(f"{path} is {size:,} bytes, over the limit of {max_bytes:,} bytes")
+    return decode_corpus(path.read_bytes(), str(path), max_bytes)
+
+
+def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0) -> Corpus:
+    from .corpus import builtin_description, generate_stories
+
+    return Corpus(generate_stories(n_chars, seed), builtin_description(n_chars, seed))
+
+
+def load_corpus(source: str, max_chars: int | None = None, builtin_chars: int = 1_000_000,
+                builtin_seed: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
+    """'builtin' for our generated stories, otherwise a path to a UTF-8 text file."""
+    if source == "builtin":
+        corpus = builtin_corpus(builtin_chars, builtin_seed)
+    else:
+        corpus = Corpus(read_corpus_file(source, max_bytes), f"file {Path(source).name}")
+    if max_chars is not None and len(corpus.text) > max_chars:
+        corpus = Corpus(corpus.text[:max_chars], f"{corpus.description}, first {max_chars:,} chars")
+    return corpus
+
+
+def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path = DOWNLOAD_CACHE,
+                               progress: Callable[[int, int | None], None] | None = None,
+                               timeout: float = 30.0) -> Path:
+    """Fetch TinyStories' validation split once into cache_dir; progress(done_bytes, total_or_None)."""
+    cache_dir = Path(cache_dir)
+    target = cache_dir / Path(url.split("?")[0]).name
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(target.suffix + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            done = 0
+            while chunk := response.read(1 << 16):
+                out.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+        if total is not None and done != total:
+            raise CorpusError(f"download of {url} stopped after {done:,} of {total:,} bytes")
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise CorpusError(f"could not download {url}: {e}") from None
+    os.replace(partial, target)
+    return target
+
+
+class CharTokenizer:
+    """One id per distinct character, sorted, as in the tutorial.
+
+    Characters outside the vocabulary are dropped from the input (there is no <unk> id in a char
+    vocabulary); `unknown` reports them so the UI and CLI can warn.
+    """
+
+    def __init__(self, chars: list[str]):
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise ValueError("tokenizer vocabulary must be distinct single characters")
+        self.chars = list(chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def unknown(self, text: str) -> Counter:
+        return Counter(c for c in text if c not in self.stoi)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.stoi[c] for c in text if c in self.stoi]
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+    def to_dict(self) -> dict:
+        return {"type": "char", "chars": self.chars}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CharTokenizer":
+        if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
+            raise ValueError("tokenizer must be {'type': 'char', 'chars': [...]}")
+        return cls(data["chars"])
+
+
+def unknown_warning(unknown: Counter) -> str | None:
+    """A one-line warning naming the characters the model does not know, or None."""
+    if not unknown:
+        return None
+    shown = ", ".join(f"{c!r}×{n}" for c, n in unknown.most_common(8))
+    more = f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
+    return f"{sum(unknown.values())} character(s) not in the model's vocabulary were skipped: {shown}{more}"
+
+
+def split_ids(ids: torch.Tensor, train_fraction: float = 0.9):
+    """First 90% for training, last 10% for validation (a contiguous split, as in the tutorial)."""
+    n = int(train_fraction * len(ids))
+    return ids[:n], ids[n:]
+
+
+def check_trainable(text: str, context: int) -> None:
+    """Both halves of the 90/10 split must hold at least one full window plus its target."""
+    need = 10 * (context + 2)
+    if len(text) < need:
+        raise CorpusError(
+            f"corpus has {len(text):,} characters; context {context} needs at least {need:,} "
+            f"so that the 10% validation split still holds one window of {context + 1} characters")
+
+
+def get_batch(data: torch.Tensor, context: int, batch_size: int, generator: torch.Generator | None = None):
+    """Random windows x and their targets y = x shifted left by one position."""
+    starts = torch.randint(len(data) - context - 1, (batch_size,), generator=generator)
+    offsets = torch.arange(context)
+    x = data[starts[:, None] + offsets]
+    return x, data[starts[:, None] + offsets + 1]

@@ -1,0 +1,268 @@
+"""The tutorial's LLaMA-style GPT, with its ablation switches, hook points and a KV cache.
+
+Module creation order matches the tutorial's `gpt.py` (embedding, then per block qkv, proj, w1, w3, w2,
+then head), so with the same seed PyTorch's default init draws the very same weights.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import GPTConfig
+
+
+class HookPoint(nn.Module):
+    """Identity with a name: forward hooks on it read an activation without changing the model."""
+
+    def forward(self, x):
+        return x
+
+    @property
+    def active(self) -> bool:
+        return bool(self._forward_hooks)
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) · γ — LayerNorm without the mean subtraction and without β."""
+
+    def __init__(self, d: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def make_norm(cfg: GPTConfig) -> nn.Module:
+    if cfg.norm == "rms":
+        return RMSNorm(cfg.d_model, cfg.norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=True)
+
+
+def rope_frequencies(d_head: int, theta: float = 10000.0) -> torch.Tensor:
+    """One rotation speed per channel pair: θ_i = theta^(-2i/d). Early pairs spin fast, late pairs slowly."""
+    return theta ** (-torch.arange(0, d_head, 2) / d_head)
+
+
+def rope_tables(positions: torch.Tensor, d_head: int, theta: float = 10000.0):
+    """cos and sin of position·θ_i, shape (len(positions), d_head/2)."""
+    angles = positions[:, None] * rope_frequencies(d_head, theta)[None, :]
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate interleaved channel pairs (x[..., 0::2], x[..., 1::2]) of x (..., T, d) by their angles."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head, self.causal = cfg.n_head, cfg.causal
+        self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.hook_pattern = HookPoint()  # (B, H, T_query, T_key) attention weights
+
+    def forward(self, x, rope=None, cache=None):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=-1)
+        # (B, T, C) -> (B, H, T, d_head): each head attends inside its own d_head-dim subspace
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:
+            k, v = cache.extend(k, v)
+        # A single new query may see every cached key; a block of T queries over T keys needs the mask.
+        causal = self.causal and T > 1
+        if self.hook_pattern.active:
+            y = self._explicit(q, k, v, causal)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale)
+        # transpose leaves y non-contiguous, so .view would fail: reshape copies when it must
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def _explicit(self, q, k, v, causal: bool):
+        """softmax(q·kᵀ·scale + M)·v written out, so the weights can pass through the hook point."""
+        scores = (q @ k.transpose(-2, -1)) * self.scale
+        if causal:
+            Tq, Tk = scores.shape[-2:]
+            future = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)
+            scores = scores.masked_fill(future, float("-inf"))
+        return self.hook_pattern(scores.softmax(-1)) @ v
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: w2(silu(w1 x) ⊙ w3 x); or the classic w2(act(w1 x)) with ReLU or GELU."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.kind = cfg.ffn
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        if cfg.ffn == "swiglu":
+            self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, x):
+        if self.kind == "swiglu":
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        act = F.relu if self.kind == "relu" else F.gelu
+        return self.w2(act(self.w1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.pre_norm = cfg.norm_placement == "pre"
+        self.ln1, self.attn = make_norm(cfg), Attention(cfg)
+        self.ln2, self.ffn = make_norm(cfg), FeedForward(cfg)
+        self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
+
+    def forward(self, x, rope=None, cache=None):
+        x = self.hook_resid_pre(x)
+        if self.pre_norm:  # norm only on the branch: the residual trunk stays a clean chain of additions
+            x = self.hook_resid_mid(x + self.attn(self.ln1(x), rope, cache))
+            return self.hook_resid_post(x + self.ffn(self.ln2(x)))
+        x = self.hook_resid_mid(self.ln1(x + self.attn(x, rope, cache)))  # post-norm: the trunk itself is normed
+        return self.hook_resid_post(self.ln2(x + self.ffn(x)))
+
+
+class LayerCache:
+    """Keys and values already computed for one layer, so each new token costs one position, not T."""
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def extend(self, k, v):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model) if cfg.position == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
+        self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.position == "rope":  # computed once, not on every forward as in the tutorial's sketch
+            cos, sin = rope_tables(torch.arange(cfg.context), cfg.d_head, cfg.rope_theta)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def _rope(self, start: int, T: int):
+        if self.cfg.position != "rope":
+            return None
+        return self.rope_cos[start:start + T], self.rope_sin[start:start + T]
+
+    def forward(self, idx, targets=None, caches=None, start: int = 0):
+        """Logits (B, T, V) and mean cross-entropy against targets (or None).
+
+        With `caches` (one LayerCache per block), idx continues a sequence whose first `start` tokens
+        are already cached.
+        """
+        T = idx.shape[1]
+        if start + T > self.cfg.context:
+            raise ValueError(f"{start + T} positions exceed the model's context of {self.cfg.context}")
+        x = self.emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+        rope = self._rope(start, T)
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope, None if caches is None else caches[i])
+        logits = self.head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        return {name: m for name, m in self.named_modules() if isinstance(m, HookPoint)}
+
+    @contextmanager
+    def hooks(self, names: list[str], fn: Callable[[str, torch.Tensor], None]):
+        """Call fn(name, activation) at each named hook point while the context is open."""
+        points = self.hook_points()
+        missing = sorted(set(names) - set(points))
+        if missing:
+            raise KeyError(f"no hook point named {', '.join(missing)}")
+        handles = [points[n].register_forward_hook(lambda m, i, out, n=n: fn(n, out)) for n in names]
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+
+    @torch.no_grad()
+    def run_with_cache(self, idx, names: list[str] | None = None):
+        """Forward pass that also returns {hook name: activation}; default: every attention pattern."""
+        if names is None:
+            names = [n for n in self.hook_points() if n.endswith("hook_pattern")]
+        store: dict[str, torch.Tensor] = {}
+        with self.hooks(names, lambda n, out: store.__setitem__(n, out.detach())):
+            logits, _ = self(idx)
+        return logits, store
+
+    @torch.no_grad()
+    def stream(self, idx: torch.Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
+               generator: torch.Generator | None = None, use_cache: bool = True) -> Iterator[int]:
+        """Yield n_new sampled token ids continuing idx (1, T).
+
+        The model sees at most `context` tokens, as in the tutorial's idx[:, -ctx:]. Without the cache,
+        every step is a fresh forward over that window. With the KV cache, each new token costs one
+        position; when the window is full, the cache is rebuilt from the newest 3/4 of it. Keys of
+        deeper layers carry what their token saw, so simply evicting the oldest key would leak evicted
+        text into the window; rebuilding keeps every step an exact forward over a window of 3/4·ctx
+        to ctx tokens, at the cost of one prefill every ctx/4 tokens.
+        """
+        if temperature <= 0:
+            raise ValueError("temperature must be positive")
+        ctx = self.cfg.context
+        window = idx[:, -ctx:]
+        caches, logits = self._prefill(window, use_cache)
+        for i in range(n_new):
+            nxt = sample_next(logits[:, -1], temperature, top_k, generator)
+            yield int(nxt)
+            if i == n_new - 1:
+                break
+            window = torch.cat([window, nxt], 1)
+            if not use_cache:
+                window = window[:, -ctx:]
+                logits, _ = self(window)
+            elif window.shape[1] > ctx:
+                window = window[:, -(ctx - ctx // 4):]
+                caches, logits = self._prefill(window, use_cache)
+            else:
+                logits, _ = self(nxt, caches=caches, start=window.shape[1] - 1)
+
+    def _prefill(self, window, use_cache: bool):
+        """(fresh per-layer caches or None, logits) for a forward over window."""
+        caches = [LayerCache() for _ in self.blocks] if use_cache else None
+        return caches, self(window, caches=caches)[0]
+
+    def generate(self, idx, n_new: int, **kw) -> torch.Tensor:
+        """idx with n_new sampled tokens appended."""
+        new = list(self.stream(idx, n_new, **kw))
+        return torch.cat([idx, torch.tensor([new], dtype=idx.dtype)], 1)
+
+
+def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:
+    """Draw one token per row from softmax(logits / temperature), optionally among the top k only."""
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k).values[..., -1, None]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)

@@ -1,0 +1,43 @@
+"""Streamlit helpers shared by the pages: source expanders, quizzes, the sidebar."""
+from __future__ import annotations
+
+import inspect
+
+import streamlit as st
+
+
+def show_source(*objects, label: str = "The gptcore code behind this") -> None:
+    """Show the real source of functions/classes (via inspect), so it can never drift from what runs."""
+    with st.expander(label):
+        for obj in objects:
+            st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
+            st.code(inspect.getsource(obj), language="python")
+
+
+def quiz(key: str, question: str, options: list[str], correct: set[int], explanation: str) -> bool | None:
+    """A check-your-understanding question; several correct options make it multiple choice.
+
+    Returns True/False once answered, None before.
+    """
+    multi = len(correct) > 1
+    with st.container(border=True):
+        st.markdown(f"**Check your understanding** — {question}")
+        if multi:
+            st.caption("Select every correct statement.")
+            chosen = {i for i, text in enumerate(options) if st.checkbox(text, key=f"{key}-opt{i}")}
+        else:
+            pick = st.radio("Answer", options, index=None, key=f"{key}-radio", label_visibility="collapsed")
+            chosen = set() if pick is None else {options.index(pick)}
+        if not st.button("Check answer", key=f"{key}-check"):
+            return None
+        right = chosen == correct
+        if not chosen:
+            st.warning("Pick an answer first.")
+            return None
+        (st.success if right else st.error)(("Right. " if right else "Not quite. ") + explanation)
+        return right
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.caption("GPT Explorer · a LLaMA-style char-level GPT, part by part")
