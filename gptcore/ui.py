@@ -41,3 +41,11 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
 def sidebar() -> None:
     with st.sidebar:
         st.caption("GPT Explorer · a LLaMA-style char-level GPT, part by part")
+
+
+@st.cache_resource
+def job_registry():
+    """The one JobRegistry of this server process, shared by every tab and page."""
+    from .jobs import JobRegistry
+
+    return JobRegistry()

@@ -1,0 +1,754 @@
+"""Deterministic generator of TinyStories-like children's stories.
+
+This is the app's embedded default training corpus (we cannot ship the real
+TinyStories). It is built to reward attention: every story introduces a named
+hero, a companion, an object and a place, and later paragraphs refer back to
+them by name, by the matching pronoun and by "the <adjective> <noun>", so a
+model that only sees the previous character (a bigram) cannot predict them.
+
+Only `random.Random` is used, so generating text never touches torch's RNG.
+"""
+
+import random
+from dataclasses import dataclass
+
+BUILTIN_DEFAULT_CHARS = 1_000_000
+SEPARATOR = "\n<|endoftext|>\n"
+
+# subject, object, possessive, reflexive, past tense of "to be"
+_PRONOUNS = {
+    "she": ("she", "her", "her", "herself", "was"),
+    "he": ("he", "him", "his", "himself", "was"),
+    "it": ("it", "it", "its", "itself", "was"),
+    "they": ("they", "them", "their", "themselves", "were"),
+}
+
+# --- vocabulary ------------------------------------------------------------
+
+_GIRLS = """Lucy Lily Mia Emma Sophie Anna Sara Ella Zoe Amy Lila Ruby Rosie Daisy
+Molly Chloe Grace Ava Olivia Isla Nora Hannah Julia Kate Lena Maya Nina Tara Bella
+Clara Eva Fiona Gina Holly Ivy Jenny Kim Laura Megan Nell Pia Rita Sally Tina Uma
+Vera Wendy Abby Beth Cora Dina Elsie Fay Gemma Hazel Iris Jade Kira Leah Mila Nadia
+Olive Penny Quinn Rose Sadie Tessa Willa Yara Zara Alice Amber Bonnie Carla Dora
+Ellie Flora Greta Heidi Ida Josie Katie Lottie Mabel Nancy Opal Poppy Rosa Susie
+Violet Lulu Sue Jane Amelia Harper""".split()
+_BOYS = """Tom Ben Sam Jack Leo Tim Joe Finn Noah Liam Owen Jake Luke Adam Alex Billy
+Bobby Charlie Danny Eli Felix George Harry Henry Ian Jim Kevin Leon Mark Nick Oscar
+Pete Ray Ryan Seth Ted Toby Victor Zack Andy Bert Carl Dan Ed Fred Gus Hugo Jay Kai
+Louis Matt Ned Otto Paul Roy Sid Theo Vince Wes Arlo Bruno Cody Dylan Ethan Frank
+Gabe Hank Isaac Jonah Kyle Lucas Milo Nate Ollie Percy Rudy Simon Tyler Walt Xavier
+Zane Archie Benny Colin Dean Evan Jasper Mason Tony Ricky Eddie Ollie Vic""".split()
+_PET_NAMES = """Max Buddy Spot Rex Bingo Rusty Scout Duke Biscuit Pepper Mittens
+Whiskers Tiger Kitty Shadow Socks Luna Misty Tweety Pip Sunny Kiwi Hops Fluffy Cotton
+Snowball Peanut Coco Ziggy Bubbles Patch Muffin""".split()
+_ROBOT_NAMES = "Beep Bolt Zip Robo Bleep Gizmo Sparky Clank Dot Widget".split()
+
+_KID_ADJS = "little young small happy kind sweet curious cheerful brave".split()
+_ANIMALS = """cat dog bird mouse rabbit bunny duck bear fox frog squirrel puppy
+kitten elephant fish owl turtle pig lamb goat pony hamster parrot""".split()
+_GROUPS = "ducks bunnies birds squirrels frogs geese".split()
+_TRAITS = """kind happy curious shy brave funny playful gentle cheerful clever silly
+friendly busy sweet smart quiet helpful polite""".split()
+_HOBBIES = [
+    "play outside", "sing songs", "draw pictures", "dance", "read books",
+    "build things", "help others", "explore", "pick flowers", "splash in puddles",
+    "climb trees", "look at the stars", "make new friends", "run fast",
+    "bake cookies", "tell jokes", "play games", "watch the clouds",
+    "collect shells", "hum little tunes",
+]
+_HOMES = [
+    "in a little house", "near a big forest", "in a small town", "by the sea",
+    "on a quiet street", "in a cozy home", "near a green hill", "on a busy farm",
+]
+_TIMES = [
+    "sunny morning", "warm afternoon", "bright day", "cool morning",
+    "lovely day", "quiet evening", "sunny day", "breezy afternoon",
+]
+
+_OBJ_ADJS = """big small little shiny old new pretty tiny special fancy bright
+lovely beautiful sparkly nice""".split()
+_COLOURS = "red blue green yellow pink purple orange white black brown gold silver".split()
+
+# Nouns grouped by what a child does with them, so "she liked to fly her kite"
+# and "she wore her hat" come out right. '_' joins words, '*' marks plurals.
+# Columns: verb, past, -ing, how it breaks, what fixes it, nouns.
+_OBJECT_GROUPS = [
+    ("play with", "played with", "playing with", "broke", "some glue",
+     "ball toy_car toy_train toy_truck puzzle yo-yo robot_toy whistle bell "
+     "marbles* jack-in-the-box music_box dollhouse toy_dinosaur"),
+    ("throw", "threw", "throwing", "cracked", "some tape", "frisbee beanbag ball"),
+    ("fly", "flew", "flying", "tore", "some tape", "kite paper_plane toy_plane toy_rocket"),
+    ("hug", "hugged", "hugging", "ripped", "a needle and thread",
+     "doll teddy_bear stuffed_bunny toy_lion puppet blanket pillow "
+     "toy_elephant rag_doll stuffed_dog"),
+    ("wear", "wore", "wearing", "tore", "a needle and thread",
+     "hat scarf coat dress cape sweater bow ribbon boots* shoes* mittens* socks* gloves*"),
+    ("wear", "wore", "wearing", "broke", "some glue", "crown necklace bracelet ring watch"),
+    ("read", "read", "reading", "tore", "some tape",
+     "book map storybook picture_book letter comic_book"),
+    ("ride", "rode", "riding", "broke", "some tools",
+     "bike scooter wagon sled skateboard tricycle rocking_horse"),
+    ("sail", "sailed", "sailing", "cracked", "some glue", "boat toy_boat toy_ship"),
+    ("draw with", "drew with", "drawing with", "snapped", "some tape",
+     "crayons* pencils* markers* paintbrush"),
+    ("carry", "carried", "carrying", "cracked", "some glue",
+     "basket bucket box bag backpack jar lunchbox cup lantern shell"),
+    ("build with", "built with", "building with", "broke", "some glue", "blocks* bricks*"),
+    ("play", "played", "playing", "broke", "some glue",
+     "flute guitar trumpet drum xylophone harmonica horn tambourine violin"),
+    ("wave", "waved", "waving", "broke", "some tape", "wand flag"),
+    ("spin", "spun", "spinning", "broke", "some glue", "top pinwheel"),
+]
+_OBJECTS = [(g[:5], noun) for g in _OBJECT_GROUPS for noun in g[5].split()]
+
+_FOODS = """cookies* apples* berries* grapes* muffins* cupcakes* carrots* cherries*
+sandwiches* pancakes* crackers* nuts* plums* peaches* strawberries* pretzels* buns*
+donuts* bananas* oranges* cake pie soup bread honey cheese jam pizza popcorn toast
+lemonade milk juice candy ice_cream""".split()
+_FOOD_ADJS = "yummy sweet fresh warm tasty juicy".split()
+
+# name | preposition for "where" | features for "a nice place with X and Y"
+_PLACES = [line.split("|") for line in """\
+the park|at|tall trees;a big slide;green grass;a little pond;red swings
+the beach|at|soft sand;big waves;pretty shells;a tall lighthouse
+the forest|in|tall trees;soft moss;singing birds;a little stream
+the garden|in|pretty flowers;a small pond;green bushes;busy bees
+the meadow|in|tall grass;yellow flowers;busy bees;a big old oak
+the farm|on|a big red barn;cows and pigs;a tall windmill;fields of corn
+the lake|at|clear water;little fish;a wooden dock;white ducks
+the river|by|fast water;smooth stones;a small bridge;green frogs
+the pond|by|lily pads;green frogs;quiet ducks;tall reeds
+the hill|on|soft grass;a lone tree;a great view;wild flowers
+the playground|at|a tall slide;a sandbox;a merry-go-round;monkey bars
+the zoo|at|big lions;tall giraffes;funny monkeys;a baby elephant
+the library|at|many books;big soft chairs;a quiet corner;a friendly librarian
+the school|at|a big yard;bright classrooms;a tall flagpole;a garden
+the market|at|fresh fruit;busy stalls;friendly sellers;sweet smells
+the bakery|at|warm bread;sweet cakes;a big oven;tasty cookies
+the toy store|at|shiny toys;tall shelves;a toy train;colorful balls
+the castle|at|tall towers;a big gate;a long hall;a deep moat
+the cave|in|dark corners;cool rocks;quiet echoes;sparkly stones
+the jungle|in|tall trees;loud parrots;long vines;big leaves
+the backyard|in|a little swing;a green lawn;a tall fence;a vegetable patch
+the kitchen|in|a big table;a warm oven;a bowl of fruit;shiny pots
+the attic|in|old boxes;a dusty trunk;a small window;old toys
+the barn|in|soft hay;sleepy cows;a big door;a friendly horse
+the town|in|busy streets;small shops;a big clock;a pretty fountain
+the village|in|little houses;a small well;a stone bridge;friendly people
+the mountain|on|big rocks;cold wind;a snowy top;tall pine trees
+the field|in|tall grass;wild flowers;buzzing bees;a wooden fence
+the woods|in|tall trees;a narrow path;soft leaves;a hollow log
+the orchard|in|apple trees;sweet pears;busy bees;long rows of trees
+the island|on|white sand;palm trees;a hidden cove;bright shells
+the harbor|at|big boats;loud gulls;a long pier;fishing nets
+the campsite|at|a big tent;a warm fire;tall pines;a starry sky
+the fair|at|a big wheel;yummy snacks;fun games;a merry-go-round
+the circus|at|funny clowns;a big tent;dancing bears;bright lights
+the museum|at|old bones;shiny gems;big paintings;a dinosaur
+the pool|at|cool water;a diving board;bright floats;a little slide
+the bridge|on|a great view;a wooden rail;the river below;passing boats
+the valley|in|green hills;a small creek;grazing sheep;wild flowers
+the ice rink|at|smooth ice;bright lights;happy skaters;warm cocoa
+the treehouse|in|a rope ladder;a tiny window;a secret door;wooden walls
+the lighthouse|at|a tall tower;a bright light;a winding stair;a view of the sea
+the train station|at|big trains;a loud whistle;a busy platform;a big clock
+Grandma's house|at|a cozy porch;a warm fireplace;a big garden;a sleepy cat
+the swamp|in|muddy water;tall reeds;green frogs;old logs
+the pumpkin patch|in|big orange pumpkins;twisty vines;a scarecrow;hay bales
+the flower shop|at|pretty roses;sweet smells;colorful pots;tall sunflowers
+the sandbox|in|soft sand;little shovels;sand castles;toy buckets
+the clearing|in|soft grass;bright sunshine;a ring of trees;wild berries
+the aquarium|at|colorful fish;a big shark;slow turtles;a glass tunnel
+the playroom|in|soft rugs;many toys;a toy box;a little table
+the living room|in|a soft couch;a warm rug;a big window;a cozy fireplace
+the porch|on|a rocking chair;a wind chime;a little step;potted plants
+the fire station|at|a big red truck;shiny helmets;a tall ladder;friendly firefighters
+the post office|at|many letters;a big counter;tall shelves;a friendly clerk
+the snowy hill|on|soft snow;a steep slope;tall pine trees;cold air
+the greenhouse|in|warm air;green plants;tiny seedlings;bright flowers""".splitlines()]
+
+_SPOTS = [
+    "under the bench", "behind a big rock", "in the tall grass", "under a tree",
+    "behind the bushes", "next to the fence", "under some leaves", "near an old log",
+    "by the flowers", "inside an old box", "under a pile of sand", "behind a door",
+]
+_DISTRACTIONS = [
+    "a pretty butterfly", "a big bug", "a funny bird", "some ducks", "the clouds",
+    "a little frog", "a busy ant", "a shiny stone", "a red leaf", "a fat caterpillar",
+]
+# what scares the hero: thing, challenge, challenge in the past tense
+_FEARS = [
+    ("the big slide", "go down the big slide", "went down the big slide"),
+    ("the deep water", "swim in the deep water", "swam in the deep water"),
+    ("the tall tree", "climb the tall tree", "climbed the tall tree"),
+    ("the big waves", "jump over the waves", "jumped over the waves"),
+    ("the high swing", "ride the high swing", "rode the high swing"),
+    ("the old bridge", "walk across the old bridge", "walked across the old bridge"),
+    ("the big stage", "sing on the big stage", "sang on the big stage"),
+    ("the dark cave", "go into the dark cave", "went into the dark cave"),
+    ("the tall horse", "ride the tall horse", "rode the tall horse"),
+    ("the steep hill", "roll down the steep hill", "rolled down the steep hill"),
+    ("the loud drums", "march in the parade", "marched in the parade"),
+    ("the dark room", "sleep with the light off", "slept with the light off"),
+]
+# someone in trouble: who, how they are named later, pronoun, problem, fix
+_HELPEES = [
+    ("a little bird", "the bird", "it", "was stuck in a thorny bush",
+     "gently pulled the branches apart, and the bird flew free"),
+    ("a tiny kitten", "the kitten", "it", "was stuck up in a tree",
+     "climbed up slowly and carried the kitten down"),
+    ("an old man", "the old man", "he", "had dropped all of his apples",
+     "picked up every apple and put them back in his bag"),
+    ("an old woman", "the old woman", "she", "could not find her glasses",
+     "looked all around and found her glasses on a bench"),
+    ("a baby duck", "the duck", "it", "could not find its mother",
+     "walked with the duck to the pond, where its mother was waiting"),
+    ("a small puppy", "the puppy", "it", "was lost and scared",
+     "read the tag on its collar and took the puppy home"),
+    ("a tiny ant", "the ant", "it", "was trying to carry a big crumb",
+     "carried the crumb all the way to the ant hill"),
+    ("a turtle", "the turtle", "it", "was stuck on its back",
+     "carefully turned the turtle over"),
+    ("a little boy", "the boy", "he", "had fallen and hurt his knee",
+     "helped him up and found him a bandage"),
+    ("a little girl", "the girl", "she", "had lost her way home",
+     "walked with her until she saw her house"),
+]
+_GIFTS = [
+    ("drew a picture of", "picture"), ("made a card for", "card"),
+    ("picked flowers for", "flowers"), ("baked a little cake for", "cake"),
+    ("made a paper crown for", "crown"), ("wrote a song for", "song"),
+]
+# sign, event, what it looks like after, what they do after
+_WEATHER = [
+    ("dark clouds filled the sky", "it began to rain", "a big rainbow was in the sky",
+     "jumped in the puddles"),
+    ("the air got very cold", "soft white snow began to fall", "everything was white",
+     "built a big snowman"),
+    ("the trees began to sway", "a strong wind began to blow",
+     "red and yellow leaves were everywhere", "chased the leaves"),
+]
+# warning, what goes wrong
+_WARNINGS = [
+    ("Do not play near the mud", "{he} slipped, and {his} {obj} fell into the mud"),
+    ("Do not go too close to the water", "{his} {obj} fell into the water"),
+    ("Stay close to me", "{he} wandered off and could not find the way back"),
+    ("Do not climb on the fence", "{he} fell off the fence and hurt {his} knee"),
+    ("Do not run so fast", "{he} tripped on a rock and fell down"),
+    ("Do not eat too much candy", "{he} ate too much candy and got a tummy ache"),
+    ("Put on your coat, it is cold", "{he} got very cold and began to shiver"),
+]
+
+_ASK = ("asked", "asked", "wondered")
+_TAGS = {
+    "?": (_ASK, _ASK),
+    "!": (("said", "shouted", "cried", "exclaimed", "yelled"),) * 2,
+    ".": (("said", "said", "whispered", "explained"), ("replied", "said", "answered")),
+}
+
+
+@dataclass(frozen=True)
+class Story:
+    text: str
+    hero: str
+    pronoun: str  # subject pronoun of the hero: "she", "he" or "it"
+    cast: dict    # lower-case word naming a character -> that character's subject pronoun
+
+
+def _a(phrase: str) -> str:
+    return ("an " if phrase[0] in "aeiou" else "a ") + phrase
+
+
+def _cap(s: str) -> str:
+    # sentences may open with a quote, so capitalise the first letter after it
+    i = 1 if s[0] == '"' else 0
+    return s[:i] + s[i].upper() + s[i + 1:]
+
+
+class _Builder:
+    """Holds one story's cast and fills sentence templates from `ctx`."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.ctx = {}
+        self.speakers = {}  # template key -> (name, subject pronoun)
+        self.cast = {}
+        self.paras = []
+        self.cur = []
+
+    def pick(self, seq):
+        return seq[self.rng.randrange(len(seq))]
+
+    def char(self, key, prefix, name, pron, cast_word=None):
+        """Bind a character's name and pronoun forms, e.g. {C}, {c_he}, {c_his}."""
+        self.ctx[key] = name
+        for form, word in zip(("he", "him", "his", "himself", "was"), _PRONOUNS[pron]):
+            self.ctx[prefix + form] = word
+        self.speakers[key] = (name, pron)
+        self.cast[(cast_word or name).lower()] = pron
+
+    def add(self, *templates):
+        self.cur.append(_cap(self.pick(templates).format_map(self.ctx)))
+
+    def maybe(self, p, *templates):
+        if self.rng.random() < p:
+            self.add(*templates)
+
+    def say(self, who, *lines, reply=False):
+        """Add a quoted line with a speech tag; 'asked' only ever tags a question."""
+        name, pron = self.speakers[who]
+        line = _cap(self.pick(lines).format_map(self.ctx))
+        verb = self.pick(_TAGS[line[-1]][reply])
+        lead = line[:-1] + "," if line[-1] == "." else line
+        form = self.rng.randrange(3)
+        if form == 0:
+            s = f'{name} {verb}, "{line}"'
+        elif form == 1:
+            s = f'"{lead}" {verb} {name}.'
+        else:
+            # a pronoun only once the speaker was named in this paragraph
+            named = any(name in sent for sent in self.cur)
+            s = f'"{lead}" {pron if named else name} {verb}.'
+        self.cur.append(_cap(s))
+
+    def para(self):
+        self.paras.append(" ".join(self.cur))
+        self.cur = []
+
+
+# --- cast and setting --------------------------------------------------------
+
+def _hero(b: _Builder) -> str:
+    """Bind the hero; returns its kind: "kid", "animal" or "robot"."""
+    r = b.rng.random()
+    if r < 0.72:
+        pron = b.pick(("she", "he"))
+        noun, names = ("girl", _GIRLS) if pron == "she" else ("boy", _BOYS)
+        kind, name = "kid", b.pick(names)
+    elif r < 0.93:
+        pron, noun, kind = b.pick(("she", "he")), b.pick(_ANIMALS), "animal"
+        name = b.pick(_PET_NAMES)
+    else:
+        pron, noun, kind, name = "it", "robot", "robot", b.pick(_ROBOT_NAMES)
+    adj = b.pick(_KID_ADJS) + " " if b.rng.random() < 0.6 else ""
+    b.ctx.update(a_kind=_a(adj + noun), noun_kind=noun, call=name,
+                 trait=b.pick(_TRAITS), hobby=b.pick(_HOBBIES), home=b.pick(_HOMES),
+                 age=str(b.rng.randint(3, 8)))
+    b.char("H", "", name, pron)
+    return kind
+
+
+def _named_friend(b: _Builder, hero_kind: str):
+    """A kid (for kid heroes) or a named animal, never sharing the hero's name."""
+    pron = b.pick(("she", "he"))
+    if hero_kind == "kid":
+        noun, names = ("girl", _GIRLS) if pron == "she" else ("boy", _BOYS)
+    else:
+        noun, names = b.pick(_ANIMALS), _PET_NAMES + _GIRLS[:20] + _BOYS[:20]
+    name = b.pick(names)
+    while name == b.ctx["H"]:
+        name = b.pick(names)
+    return name, pron, noun
+
+
+_ADULTS = {"mom": ("Mom", "she"), "dad": ("Dad", "he"),
+           "grandma": ("Grandma", "she"), "grandpa": ("Grandpa", "he")}
+
+
+def _companion(b: _Builder, role: str, hero_kind: str):
+    """Bind the second character {C}; its intro sentence is chosen in _intro."""
+    if role in _ADULTS:
+        name, pron = _ADULTS[role]
+        b.ctx.update(c_call=name, c_kind=role, c_poss=name + "'s")
+        b.char("C", "c_", name, pron)
+    elif role == "group":
+        group = b.pick(_GROUPS)
+        b.ctx.update(c_call=group, c_kind=group, c_poss=f"the {group}'")
+        b.char("C", "c_", "the " + group, "they", group)
+    else:
+        name, pron, noun = _named_friend(b, hero_kind)
+        if role == "pet":
+            noun = b.pick(_ANIMALS[:6])  # pets are cats, dogs, birds, mice, rabbits
+        b.ctx.update(c_call=name, c_kind=noun, c_poss=name + "'s")
+        b.char("C", "c_", name, pron)
+
+
+def _object(b: _Builder):
+    (use, used, using, breaks, tool), noun = b.pick(_OBJECTS)
+    plural = noun.endswith("*")
+    noun = noun.rstrip("*").replace("_", " ")
+    r = b.rng.random()
+    colour = b.pick(_COLOURS)
+    words = [b.pick(_OBJ_ADJS)] if r < 0.55 else []
+    if r > 0.25:
+        words.append(colour)
+    obj = " ".join(words + [noun])
+    b.ctx.update(
+        obj=obj, noun=noun, a_obj=("some " + obj) if plural else _a(obj),
+        o_it="them" if plural else "it", o_was="were" if plural else "was",
+        o_itis="they are" if plural else "it is", o_is="are" if plural else "is",
+        o_col=colour if r > 0.25 else "shiny", use=use, used=used, using=using,
+        breaks=breaks, tool=tool,
+    )
+
+
+def _place(b: _Builder, prefix: str, avoid: str = ""):
+    name, prep, feats = b.pick(_PLACES)
+    while name == avoid:
+        name, prep, feats = b.pick(_PLACES)
+    f1, f2 = b.rng.sample(feats.split(";"), 2)
+    b.ctx.update({prefix + "place": name, prefix + "at_place": f"{prep} {name}",
+                  prefix + "to_place": "to " + name, prefix + "feat": f1, prefix + "feat2": f2})
+
+
+def _food(b: _Builder):
+    food = b.pick(_FOODS)
+    plural = food.endswith("*")
+    food = b.pick(_FOOD_ADJS) + " " + food.rstrip("*").replace("_", " ")
+    b.ctx.update(food=food, f_it="them" if plural else "it")
+
+
+# --- story parts ---------------------------------------------------------------
+
+def _intro(b: _Builder, hero_kind: str, role: str):
+    b.add("Once upon a time, there was {a_kind} named {H}.",
+          "Once upon a time, there was {a_kind} named {H} who lived {home}.",
+          "There was once {a_kind} named {H}.",
+          "Long ago, {home}, there lived {a_kind} named {H}.",
+          "Once there was {a_kind} named {H}.",
+          "One day, {a_kind} named {H} woke up early.")
+    if hero_kind == "kid":
+        b.maybe(0.15, "{H} was {age} years old.", "{He} was only {age} years old.")
+    b.add("{He} was {trait} and loved to {hobby}.",
+          "{H} was a very {trait} {noun_kind}.",
+          "{He} loved to {hobby} more than anything.",
+          "Every day, {H} liked to {hobby}.")
+    b.add("{He} had {a_obj}.", "{H} had {a_obj}.",
+          "{His} favorite toy in the whole world was {a_obj}.",
+          "One day, {H} found {a_obj} under {his} bed.",
+          "For {his} birthday, {H} got {a_obj}.")
+    b.maybe(0.7, "{He} loved {o_it} very much.", "{He} liked to {use} {o_it} every day.",
+            "{H} took {o_it} everywhere {he} went.",
+            "{H} thought {o_it} {o_was} the best thing ever.")
+    _companion_intro(b, role)
+    b.add("{He} liked to {use} {his} {noun} {at_place}.",
+          "Every day, {H} went {to_place} with {his} {obj}.",
+          "{H}'s favorite place was {place}.",
+          "Near {his} home was {place}.")
+    b.maybe(0.6, "It was a nice place with {feat} and {feat2}.",
+            "{place} had {feat} and {feat2}.",
+            "There, {H} loved the {feat}." if not b.ctx["feat"].startswith("a ") else
+            "{place} had {feat}, and {H} loved it.")
+    b.para()
+
+
+def _companion_intro(b: _Builder, role: str):
+    if role in _ADULTS:
+        b.add("{H} lived with {his} {c_kind}, who loved {him} very much.",
+              "{His} {c_kind} always took good care of {him}.",
+              "{H} loved to spend time with {his} {c_kind}.")
+    elif role == "group":
+        b.add("A family of {c_kind} lived near {H}'s home.",
+              "{H} had some friends who were {c_kind}.",
+              "Not far away lived a family of {c_kind}, and they were {H}'s friends.")
+    elif role == "pet":
+        b.add("{H} had a pet {c_kind} named {C}.",
+              "{H} lived with {his} {c_kind}, {C}.",
+              "{H} had a {trait} little {c_kind} named {C}.")
+    else:
+        b.add("{H} had a best friend named {C}.",
+              "{His} best friend was {a_ckind} named {C}.".replace("{a_ckind}", _a(b.ctx["c_kind"])),
+              "Next door lived {a_ckind} named {C}, and they were good friends."
+              .replace("{a_ckind}", _a(b.ctx["c_kind"])),
+              "{H} often played with {his} friend {C}.")
+
+
+def _plot_lost(b: _Builder):
+    b.ctx.update(spot=b.pick(_SPOTS), spot2=b.pick(_SPOTS), spot3=b.pick(_SPOTS),
+                 distraction=b.pick(_DISTRACTIONS), time=b.pick(_TIMES))
+    b.add("One {time}, {H} took {his} {obj} {to_place}.",
+          "One day, {H} went {to_place} with {his} {obj}.",
+          "One {time}, {H} and {C} went {to_place} to play.")
+    b.add("{He} had so much fun {using} {o_it}.", "{H} played for a long time.",
+          "{H} was having a great time.")
+    b.add("Then {H} put {his} {obj} down to look at {distraction}.",
+          "Then {H} saw {distraction} and ran after it.")
+    b.add("When {he} came back, the {noun} {o_was} gone!",
+          "When {he} turned around, {his} {obj} {o_was} gone!")
+    b.say("H", "Oh no! Where is my {noun}?", "My {obj} {o_is} gone!",
+          "Where did my {noun} go?")
+    b.maybe(0.6, "{H} felt very sad.", "{He} began to cry.", "{H} was very worried.")
+    b.para()
+    b.add("{C} saw that {H} was sad and came to help.",
+          "{C} heard {H} and came over.", "{C} saw {H} crying.")
+    b.say("C", "Don't worry, {call}. We will find {o_it} together.",
+          "Let us look for {o_it} together.", "Do not be sad, {call}. I will help you.")
+    b.add("They looked {spot} and {spot2}.", "They looked everywhere.",
+          "{H} and {C} looked {spot}, but {o_it} {o_was} not there.")
+    b.add("At last, {C} found the {obj} {spot3}.",
+          "Then {H} saw something {o_col} {spot3}. It was {his} {obj}!",
+          "Then {H} looked {spot3}, and there {o_was} the {noun}!")
+    b.say("H", "You found {o_it}! Thank you, {c_call}!", "My {noun}! I am so happy!",
+          "Thank you for helping me, {c_call}!")
+    b.maybe(0.5, "{H} gave {C} a big hug.", "{H} held the {noun} tight.")
+    b.para()
+    b.add("From that day on, {H} always kept {his} {obj} close.",
+          "{H} learned to take good care of {his} things, and {he} never lost {his} {noun} again.",
+          "{H} was happy to have {his} {obj} back, and even happier to have {C} by {his} side.",
+          "That day, {H} learned that it is easier to find lost things when someone helps you.")
+
+
+def _plot_sharing(b: _Builder):
+    b.ctx["time"] = b.pick(_TIMES)
+    b.add("One day, {C} came to play with {H} {at_place}.",
+          "One {time}, {H} and {C} went {to_place}.",
+          "One {time}, {H} was {using} {his} {obj} {at_place} when {C} came by.")
+    b.add("{C} saw the {obj} and wanted to {use} {o_it} too.",
+          "{C} looked at the {noun} and wanted a turn.")
+    b.say("C", "Can I {use} your {noun}, please?", "May I have a turn, {call}?",
+          "Can I try your {obj}?")
+    b.say("H", "No, {o_itis} mine!", "No! I want to {use} {o_it} by myself!", reply=True)
+    b.add("{C} felt sad and walked away.", "{C} looked sad and sat down alone.",
+          "{C} did not say anything, but {c_he} looked very sad.")
+    b.para()
+    b.add("{H} {used} {his} {noun} alone, but it was not fun anymore.",
+          "{H} played by {himself} for a while, but {he} did not feel happy.")
+    b.add("{He} thought about how {C} felt.", "{He} looked over at {C} and felt bad.")
+    b.say("H", "I am sorry, {c_call}. Let us {use} my {noun} together.",
+          "I am sorry. You can have a turn, {c_call}.",
+          "{c_call}, I want to share my {noun} with you.")
+    b.add("{C} smiled, and they took turns {using} the {obj}.",
+          "{C} smiled a big smile, and they took turns {using} the {noun}.")
+    b.maybe(0.6, "They laughed and had fun all day.", "Sharing made them both happy.")
+    b.para()
+    b.add("{H} learned that sharing is caring.",
+          "From that day on, {H} always shared {his} {obj} with {C}.",
+          "{H} learned that playing together is more fun than playing alone.",
+          "After that, {H} and {C} shared everything, even the {obj}.")
+
+
+def _plot_fear(b: _Builder):
+    b.ctx.update(zip(("fear", "challenge", "challenged"), b.pick(_FEARS)))
+    b.add("One day, {H} went {to_place} with {C}.",
+          "One day, {C} took {H} {to_place}.",
+          "One afternoon, {H} and {C} were {at_place}.")
+    b.add("There, {H} saw {fear}.", "{H} looked at {fear}.")
+    b.add("{H} was scared of {fear}.", "{He} felt very small and scared.")
+    b.say("C", "Do you want to {challenge}?", "Come on, {call}! Let us {challenge}!")
+    b.say("H", "No, I am too scared.", "I can't. What if I get hurt?", reply=True)
+    b.para()
+    b.add("{C} sat down next to {H}.", "{C} smiled at {H}.", "{C} held {H}'s hand.")
+    b.say("C", "It is okay to be scared. I will be right here with you.",
+          "You are braver than you think, {call}.",
+          "Just try it once. I will be right here.")
+    b.add("{H} took a deep breath.", "{H} held {his} {obj} tight.")
+    b.add("Then {he} {challenged}.", "Slowly, {he} {challenged}.")
+    b.add("It was not scary at all. It was fun!", "It was a lot of fun!")
+    b.say("H", "I did it! I really did it!", "Can we do it again?")
+    b.para()
+    b.add("From that day on, {H} was not scared of {fear} anymore.",
+          "{H} learned that being brave means trying even when you are scared.",
+          "{H} was still {trait}, but now {he} was brave too.",
+          "That night, {H} hugged {his} {obj} and smiled, because {he} had been so brave.")
+
+
+def _plot_helping(b: _Builder):
+    who, the, pron, problem, fix = b.pick(_HELPEES)
+    b.ctx.update(x_a=who, x_the=the, x_problem=problem, x_fix=fix)
+    b.char("X", "x_", the, pron, the.split()[-1])
+    b.add("One day, {H} was {using} {his} {obj} {at_place}.",
+          "One morning, {H} went {to_place} with {C}.")
+    b.add("Suddenly, {H} saw {x_a}.", "Then {H} heard a small sound and saw {x_a}.")
+    b.add("{x_the} {x_problem}.")
+    b.say("H", "Don't worry! I will help you!", "Are you okay? Let me help you.")
+    b.para()
+    b.add("{H} put down {his} {noun} and {x_fix}.", "{H} {x_fix}.")
+    b.add("{x_the} was so happy.", "{x_the} looked very thankful.")
+    b.maybe(0.5, "{H} felt happy too.", "{H} smiled a big smile.")
+    b.add("{C} saw what {H} did.", "{C} came over to {H}.")
+    b.say("C", "You are very kind, {call}.", "That was so kind of you, {call}!",
+          "I am proud of you, {call}.")
+    b.para()
+    b.add("{H} learned that helping others makes everyone happy.",
+          "{H} went home with {his} {obj} and a warm feeling inside.",
+          "From that day on, {H} always looked for ways to help.",
+          "Being kind made {H} feel bigger than {his} {obj}, bigger than {place}, "
+          "bigger than anything.")
+
+
+def _plot_trip(b: _Builder):
+    _place(b, "t_", avoid=b.ctx["place"])
+    _food(b)
+    b.ctx["ride"] = b.pick(("drove there in the car", "took a big bus",
+                            "rode on a train", "walked there together"))
+    b.add("One morning, {C} had a surprise for {H}.", "One day, {C} woke {H} up early.")
+    b.say("C", "Today we are going {t_to_place}!", "Get ready, {call}! We are going {t_to_place}.")
+    b.say("H", "Yay! Can I bring my {noun}?", "Hooray! I love trips!")
+    b.add("{H} packed {his} {obj} and some {food}.", "{H} took {his} {obj} along.")
+    b.add("They {ride}.")
+    b.para()
+    b.add("{t_place} was a nice place with {t_feat} and {t_feat2}.",
+          "{t_place} had {t_feat} and {t_feat2}.")
+    b.add("{H} had never seen anything like it.", "{H}'s eyes went wide.")
+    b.add("{H} {used} {his} {noun} and looked at everything.",
+          "{H} and {C} played all day.")
+    b.add("Later, they sat down and ate the {food}.", "At lunch, they shared the {food}.")
+    b.say("H", "This is the best day ever!", "I love it here!")
+    b.para()
+    b.add("When they got home, {H} was tired but happy.",
+          "That night, {H} fell asleep holding {his} {obj}.")
+    b.add("{He} dreamed about {t_place}.", "{He} could not wait to go back {t_to_place}.",
+          "It was even more fun than playing {at_place}.")
+
+
+def _plot_surprise(b: _Builder):
+    b.ctx.update(zip(("make", "gift"), b.pick(_GIFTS)))
+    b.add("One day, {H} found out it was {c_poss} birthday.",
+          "It was {c_poss} birthday soon, and {H} had an idea.")
+    b.say("H", "I will make a surprise!", "I want to make something special.")
+    b.add("{H} worked hard all morning.", "{H} worked all day {at_place}.")
+    b.add("{He} {make} {C}.")
+    b.maybe(0.5, "{He} even put {his} {obj} next to it to make it look nice.",
+            "It was not easy, but {H} did not give up.")
+    b.para()
+    b.add("When {C} saw the {gift}, {c_he} smiled a big smile.",
+          "{H} gave {C} the {gift}, and {C} was so surprised.")
+    b.say("C", "Thank you, {call}! This is the best gift ever!",
+          "You made this for me? I love it!", "Oh, {call}, it is wonderful!")
+    b.add("{C} gave {H} a big hug.", "{H} felt warm and happy inside.")
+    b.para()
+    b.add("{H} learned that the best gifts come from the heart.",
+          "{C} kept the {gift} forever, and {H} kept {his} {obj} close by.",
+          "It was the best birthday {C} ever had, and {H} was very proud.")
+
+
+def _plot_lesson(b: _Builder):
+    warning, oops = b.pick(_WARNINGS)
+    b.ctx["warning"] = warning
+    b.ctx["oops"] = oops.format_map(b.ctx)
+    b.add("One day, {H} and {C} went {to_place}.", "One day, {C} took {H} {to_place}.")
+    b.say("C", "{warning}, {call}.", "{call}, listen to me. {warning}.")
+    b.add("But {H} did not listen.", "{H} nodded, but {he} did not really listen.")
+    b.add("Soon, {oops}.")
+    b.say("H", "Oh no!", "Help! I am sorry!")
+    b.para()
+    b.add("{C} came right away.", "{C} ran over to {H}.")
+    b.add("{C} helped {H} and made everything better.", "{C} held {H} close.")
+    b.say("H", "I am sorry. I should have listened.", "I will listen next time.")
+    b.say("C", "It is okay. Everyone makes mistakes.", "I know you will.", reply=True)
+    b.para()
+    b.add("From that day on, {H} always listened to {C}.",
+          "{H} learned that it is important to listen.",
+          "{H} learned {his} lesson, and {he} was more careful with {his} {obj} after that.")
+
+
+def _plot_broken(b: _Builder):
+    b.add("One day, {H} was {using} {his} {obj} too hard.",
+          "One day, {H} was {using} {his} {obj} {at_place} and was not careful.")
+    b.add("Suddenly, the {noun} {breaks}!", "Then, with a loud sound, {his} {obj} {breaks}.")
+    b.say("H", "Oh no! My {noun} {o_is} broken!", "My {obj}! What will I do now?")
+    b.add("{H} began to cry.", "{H} felt very sad.")
+    b.para()
+    b.add("{C} came to see what was wrong.", "{C} heard {H} and came to help.")
+    b.say("C", "Let me see. I think we can fix {o_it}.", "Do not cry, {call}. We can fix {o_it}.")
+    b.add("{C} got {tool}.", "{C} went to find {tool}.")
+    b.add("They worked together, slowly and carefully.", "{H} helped as much as {he} could.")
+    b.add("Soon the {obj} looked almost like new.", "At last, the {noun} {o_was} fixed!")
+    b.say("H", "Thank you, {c_call}! You are the best!", "It works again! Thank you!")
+    b.para()
+    b.add("From then on, {H} was gentle with {his} {obj}.",
+          "{H} learned that broken things can often be fixed with a little help.",
+          "{H} still {used} {his} {noun} every day, but now {he} was very careful.")
+
+
+def _plot_new_friend(b: _Builder):
+    name, pron, noun = _named_friend(b, "kid" if b.ctx["noun_kind"] in ("girl", "boy")
+                                     else "animal")
+    while name == b.ctx["C"]:
+        name, pron, noun = _named_friend(b, "animal")
+    b.ctx["x_a"] = _a(noun)
+    b.char("X", "x_", name, pron)
+    b.add("One day, {H} was {at_place} with {his} {obj}.", "One day, {H} went {to_place}.")
+    b.add("There, {H} saw {x_a} sitting all alone.", "{H} saw {x_a} who looked lonely.")
+    b.say("H", "Hi! My name is {H}. Do you want to play?", "Hello! Do you want to play with me?")
+    b.say("X", "Yes, please! My name is {X}.", "I would love to! I am {X}.", reply=True)
+    b.para()
+    b.add("{H} and {X} {used} the {obj} together.", "{H} showed {X} {his} {obj}.")
+    b.add("{X} laughed and laughed.", "{X} was very happy.")
+    b.maybe(0.6, "{C} smiled when {c_he} saw {H} with a new friend.",
+            "Later, {H} told {C} all about {X}.")
+    b.para()
+    b.add("From that day on, {H} and {X} were best friends.",
+          "{H} was glad {he} said hello, because now {he} had a new friend.",
+          "{H} learned that a friendly hello can make a new friend.")
+
+
+def _plot_weather(b: _Builder):
+    b.ctx.update(zip(("sign", "event", "after", "fun"), b.pick(_WEATHER)))
+    b.add("One day, {H} was {using} {his} {obj} {at_place} with {C}.",
+          "One day, {H} and {C} were playing {at_place}.")
+    b.add("Suddenly, {sign}.", "Then {sign}.")
+    b.add("Soon {event}.")
+    b.say("C", "Come on, {call}! Let us go inside.", "We need to go home now.")
+    b.add("{H} was sad because {he} could not play anymore.", "{H} did not want to stop.")
+    b.para()
+    b.add("{H} and {C} waited by the window.", "{H} and {C} sat inside and waited.")
+    b.say("H", "Will it ever stop?", "When can we go out again?")
+    b.say("C", "Just wait and see.", "Be patient, {call}.", reply=True)
+    b.add("After a while, it stopped, and {after}.", "At last it stopped, and {after}.")
+    b.say("H", "Wow! Look at that!", "It is so pretty!")
+    b.add("{H} and {C} ran outside and {fun}.")
+    b.para()
+    b.add("{H} learned that even a gray day can turn into a happy one.",
+          "{H} learned to be patient, and {he} never forgot that day {at_place}.",
+          "It was the most fun {H} ever had {at_place}.")
+
+
+# plot -> companion roles it reads well with
+_PLOTS = [
+    (_plot_lost, "mom dad grandma grandpa friend pet group"),
+    (_plot_sharing, "friend pet group"),
+    (_plot_fear, "mom dad grandma grandpa friend pet group"),
+    (_plot_helping, "mom dad grandma grandpa friend pet group"),
+    (_plot_trip, "mom dad grandma grandpa friend"),
+    (_plot_surprise, "mom dad grandma grandpa friend pet group"),
+    (_plot_lesson, "mom dad grandma grandpa"),
+    (_plot_broken, "mom dad grandma grandpa friend"),
+    (_plot_new_friend, "mom dad grandma grandpa friend pet group"),
+    (_plot_weather, "mom dad grandma grandpa friend pet group"),
+]
+_ROLES = "friend friend friend mom mom dad dad grandma grandpa pet pet group".split()
+
+
+def generate_story(rng: random.Random) -> Story:
+    """One story drawn from `rng`; also returns the hero and cast so tests can check it."""
+    b = _Builder(rng)
+    hero_kind = _hero(b)
+    role = b.pick(_ROLES)
+    _companion(b, role, hero_kind)
+    _object(b)
+    _place(b, "")
+    plot = b.pick([p for p, roles in _PLOTS if role in roles.split()])
+    _intro(b, hero_kind, role)
+    plot(b)
+    b.para()
+    name, pron = b.speakers["H"]
+    return Story("\n".join(b.paras), name, pron, b.cast)
+
+
+def generate_stories(n_chars: int, seed: int = 0) -> str:
+    """Return exactly n_chars characters (truncate the last story) of stories,
+    deterministic for (n_chars, seed); the prefix for a smaller n_chars with the
+    same seed must equal the prefix of a larger one."""
+    if n_chars < 0:
+        raise ValueError("n_chars must be >= 0")
+    rng = random.Random(seed)
+    parts, total = [], -len(SEPARATOR)
+    while total < n_chars:
+        parts.append(generate_story(rng).text)
+        total += len(SEPARATOR) + len(parts[-1])
+    return SEPARATOR.join(parts)[:n_chars]
+
+
+def builtin_description(n_chars: int, seed: int) -> str:
+    return f"built-in stories, {n_chars:,} chars, seed {seed}"

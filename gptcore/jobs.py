@@ -1,0 +1,127 @@
+"""Background jobs for the app: one CPU-heavy job at a time, readable from any thread.
+
+The app keeps one JobRegistry per server process (st.cache_resource). A job's function runs in a daemon
+thread and reports through `Job.update`; pages poll `Job.snapshot()` from fragments. Nothing here calls
+Streamlit, so the training thread never touches st.*.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .train import TrainControl
+
+
+class JobRefused(RuntimeError):
+    """A job could not start because another one is active."""
+
+
+@dataclass
+class JobState:
+    name: str
+    kind: str
+    status: str = "starting"  # starting | running | paused | finished | stopped | failed
+    message: str = ""
+    progress: float = 0.0  # 0..1
+    data: dict = field(default_factory=dict)  # job-specific live data (curves, samples, ...)
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("starting", "running", "paused")
+
+
+class Job:
+    """A function run in its own thread: fn(job) reads job.control and writes through job.update()."""
+
+    def __init__(self, name: str, kind: str, fn: Callable[["Job"], str | None], threads: int = 0):
+        self.state = JobState(name, kind)
+        self.control = TrainControl()
+        self._fn, self._threads = fn, threads
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._main, name=f"job-{name}", daemon=True)
+
+    def start(self) -> "Job":
+        self._thread.start()
+        return self
+
+    def _main(self):
+        # Thread counts are per thread in torch: this must run here, not in the thread that started the job.
+        torch.set_num_threads(self._threads or torch.get_num_threads())
+        self.update(status="running")
+        try:
+            final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")
+            self.update(status=final, ended=time.time())
+        except Exception as e:  # the job's own message for expected failures (NaN, bad corpus, ...)
+            message = str(e) if isinstance(e, ValueError | RuntimeError) else traceback.format_exc(limit=3)
+            self.update(status="failed", message=message, ended=time.time())
+
+    def update(self, **changes) -> None:
+        with self._lock:
+            data = changes.pop("data", None)
+            for key, value in changes.items():
+                setattr(self.state, key, value)
+            if data:
+                self.state.data.update(data)
+
+    def append(self, key: str, *values) -> None:
+        """Append values to the list state.data[key] (created on first use)."""
+        with self._lock:
+            self.state.data.setdefault(key, []).extend(values)
+
+    def snapshot(self) -> JobState:
+        """A deep copy, safe to read while the job keeps writing."""
+        with self._lock:
+            return copy.deepcopy(self.state)
+
+    def pause(self):
+        self.control.pause()
+        self.update(status="paused")
+
+    def resume(self):
+        self.control.resume()
+        self.update(status="running")
+
+    def stop(self):
+        self.control.request_stop()
+
+    def join(self, timeout: float | None = None):
+        self._thread.join(timeout)
+
+
+class JobRegistry:
+    """Process-wide list of jobs; refuses a second active job and names the one that blocks it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.jobs: dict[str, Job] = {}
+
+    def active(self) -> Job | None:
+        with self._lock:
+            return next((j for j in self.jobs.values() if j.state.active), None)
+
+    def start(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0) -> Job:
+        with self._lock:
+            busy = next((j for j in self.jobs.values() if j.state.active), None)
+            if busy is not None:
+                raise JobRefused(f"'{busy.state.name}' ({busy.state.kind}) is already running; "
+                                 "stop it or wait for it to finish before starting another job.")
+            job = Job(name, kind, fn, threads)
+            self.jobs[name] = job
+        return job.start()
+
+    def get(self, name: str) -> Job | None:
+        with self._lock:
+            return self.jobs.get(name)
+
+    def latest(self, kind: str | None = None) -> Job | None:
+        with self._lock:
+            jobs = [j for j in self.jobs.values() if kind is None or j.state.kind == kind]
+        return max(jobs, key=lambda j: j.state.started, default=None)
