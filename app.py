@@ -12,6 +12,7 @@ PAGES = {
     "Concepts": [
     ],
     "Model lab": [
+        st.Page("pages/inspector.py", title="Inspect", icon="🔬"),
     ],
 }
 

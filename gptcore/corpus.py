@@ -10,6 +10,7 @@ Only `random.Random` is used, so generating text never touches torch's RNG.
 """
 
 import random
+import re
 from dataclasses import dataclass
 
 BUILTIN_DEFAULT_CHARS = 1_000_000
@@ -37,7 +38,7 @@ Bobby Charlie Danny Eli Felix George Harry Henry Ian Jim Kevin Leon Mark Nick Os
 Pete Ray Ryan Seth Ted Toby Victor Zack Andy Bert Carl Dan Ed Fred Gus Hugo Jay Kai
 Louis Matt Ned Otto Paul Roy Sid Theo Vince Wes Arlo Bruno Cody Dylan Ethan Frank
 Gabe Hank Isaac Jonah Kyle Lucas Milo Nate Ollie Percy Rudy Simon Tyler Walt Xavier
-Zane Archie Benny Colin Dean Evan Jasper Mason Tony Ricky Eddie Ollie Vic""".split()
+Zane Archie Benny Colin Dean Evan Jasper Mason Tony Ricky Eddie Vic Hugh""".split()
 _PET_NAMES = """Max Buddy Spot Rex Bingo Rusty Scout Duke Biscuit Pepper Mittens
 Whiskers Tiger Kitty Shadow Socks Luna Misty Tweety Pip Sunny Kiwi Hops Fluffy Cotton
 Snowball Peanut Coco Ziggy Bubbles Patch Muffin""".split()
@@ -101,10 +102,11 @@ _OBJECT_GROUPS = [
 ]
 _OBJECTS = [(g[:5], noun) for g in _OBJECT_GROUPS for noun in g[5].split()]
 
-_FOODS = """cookies* apples* berries* grapes* muffins* cupcakes* carrots* cherries*
-sandwiches* pancakes* crackers* nuts* plums* peaches* strawberries* pretzels* buns*
-donuts* bananas* oranges* cake pie soup bread honey cheese jam pizza popcorn toast
-lemonade milk juice candy ice_cream""".split()
+# plural or uncountable, so "some {food}" and "the {food}" both read well
+_FOODS = """cookies apples berries grapes muffins cupcakes carrots cherries sandwiches
+pancakes crackers nuts plums peaches strawberries pretzels buns donuts bananas oranges
+cake pie soup bread honey cheese jam pizza popcorn toast lemonade milk juice candy
+ice_cream""".split()
 _FOOD_ADJS = "yummy sweet fresh warm tasty juicy".split()
 
 # name | preposition for "where" | features for "a nice place with X and Y"
@@ -167,29 +169,43 @@ the post office|at|many letters;a big counter;tall shelves;a friendly clerk
 the snowy hill|on|soft snow;a steep slope;tall pine trees;cold air
 the greenhouse|in|warm air;green plants;tiny seedlings;bright flowers""".splitlines()]
 
+# places where rain, mud, lost toys in the grass or stuck kittens make no sense
+_WATER = {"the lake", "the river", "the pond", "the beach", "the harbor", "the pool"}
+_INDOOR = {
+    "the library", "the school", "the bakery", "the toy store", "the kitchen", "the attic",
+    "the barn", "the museum", "the train station", "the aquarium", "the playroom",
+    "the living room", "the fire station", "the post office", "the greenhouse",
+    "Grandma's house", "the flower shop",
+}
+
 _SPOTS = [
     "under the bench", "behind a big rock", "in the tall grass", "under a tree",
     "behind the bushes", "next to the fence", "under some leaves", "near an old log",
     "by the flowers", "inside an old box", "under a pile of sand", "behind a door",
 ]
 _DISTRACTIONS = [
-    "a pretty butterfly", "a big bug", "a funny bird", "some ducks", "the clouds",
+    "a pretty butterfly", "a big bug", "a funny bird", "a baby rabbit", "a rolling acorn",
     "a little frog", "a busy ant", "a shiny stone", "a red leaf", "a fat caterpillar",
 ]
-# what scares the hero: thing, challenge, challenge in the past tense
+# what scares the hero: thing, challenge, challenge in the past tense, where it is
 _FEARS = [
-    ("the big slide", "go down the big slide", "went down the big slide"),
-    ("the deep water", "swim in the deep water", "swam in the deep water"),
-    ("the tall tree", "climb the tall tree", "climbed the tall tree"),
-    ("the big waves", "jump over the waves", "jumped over the waves"),
-    ("the high swing", "ride the high swing", "rode the high swing"),
-    ("the old bridge", "walk across the old bridge", "walked across the old bridge"),
-    ("the big stage", "sing on the big stage", "sang on the big stage"),
-    ("the dark cave", "go into the dark cave", "went into the dark cave"),
-    ("the tall horse", "ride the tall horse", "rode the tall horse"),
-    ("the steep hill", "roll down the steep hill", "rolled down the steep hill"),
-    ("the loud drums", "march in the parade", "marched in the parade"),
-    ("the dark room", "sleep with the light off", "slept with the light off"),
+    ("the big slide", "go down the big slide", "went down the big slide", "to the playground"),
+    ("the deep water", "swim in the deep water", "swam in the deep water", "to the lake"),
+    ("the tall tree", "climb the tall tree", "climbed the tall tree", "to the woods"),
+    ("the big waves", "jump over the waves", "jumped over the waves", "to the beach"),
+    ("the high swing", "ride the high swing", "rode the high swing", "to the park"),
+    ("the old bridge", "walk across the old bridge", "walked across the old bridge",
+     "to the river"),
+    ("the big stage", "sing on the big stage", "sang on the big stage", "to the school show"),
+    ("the dark cave", "go into the dark cave", "went into the dark cave", "to the hills"),
+    ("the tall horse", "ride the tall horse", "rode the tall horse", "to the farm"),
+    ("the steep hill", "roll down the steep hill", "rolled down the steep hill",
+     "to the meadow"),
+    ("the loud drums", "march in the parade", "marched in the parade", "to the town parade"),
+    ("the big wheel", "ride the big wheel", "rode the big wheel", "to the fair"),
+    ("the diving board", "jump off the diving board", "jumped off the diving board",
+     "to the pool"),
+    ("the slippery ice", "skate on the ice", "skated on the ice", "to the ice rink"),
 ]
 # someone in trouble: who, how they are named later, pronoun, problem, fix
 _HELPEES = [
@@ -198,26 +214,26 @@ _HELPEES = [
     ("a tiny kitten", "the kitten", "it", "was stuck up in a tree",
      "climbed up slowly and carried the kitten down"),
     ("an old man", "the old man", "he", "had dropped all of his apples",
-     "picked up every apple and put them back in his bag"),
+     "picked up every apple and put them back in the old man's bag"),
     ("an old woman", "the old woman", "she", "could not find her glasses",
-     "looked all around and found her glasses on a bench"),
+     "looked all around and found the old woman's glasses on a bench"),
     ("a baby duck", "the duck", "it", "could not find its mother",
      "walked with the duck to the pond, where its mother was waiting"),
     ("a small puppy", "the puppy", "it", "was lost and scared",
-     "read the tag on its collar and took the puppy home"),
+     "read the name tag on the puppy's collar and took the puppy home"),
     ("a tiny ant", "the ant", "it", "was trying to carry a big crumb",
      "carried the crumb all the way to the ant hill"),
     ("a turtle", "the turtle", "it", "was stuck on its back",
      "carefully turned the turtle over"),
     ("a little boy", "the boy", "he", "had fallen and hurt his knee",
-     "helped him up and found him a bandage"),
+     "helped the boy up and found him a bandage"),
     ("a little girl", "the girl", "she", "had lost her way home",
-     "walked with her until she saw her house"),
+     "walked with the girl until she saw her house"),
 ]
 _GIFTS = [
     ("drew a picture of", "picture"), ("made a card for", "card"),
     ("picked flowers for", "flowers"), ("baked a little cake for", "cake"),
-    ("made a paper crown for", "crown"), ("wrote a song for", "song"),
+    ("made a paper crown for", "crown"), ("made a clay pot for", "pot"),
 ]
 # sign, event, what it looks like after, what they do after
 _WEATHER = [
@@ -239,16 +255,17 @@ _WARNINGS = [
     ("Put on your coat, it is cold", "{he} got very cold and began to shiver"),
 ]
 
-_ASK = ("asked", "asked", "wondered")
 _TAGS = {
-    "?": (_ASK, _ASK),
+    "?": (("asked",), ("asked",)),
     "!": (("said", "shouted", "cried", "exclaimed", "yelled"),) * 2,
-    ".": (("said", "said", "whispered", "explained"), ("replied", "said", "answered")),
+    ".": (("said", "said", "whispered"), ("replied", "said", "answered")),
 }
 
 
 @dataclass(frozen=True)
 class Story:
+    """One story plus the facts tests need to check its long-range consistency."""
+
     text: str
     hero: str
     pronoun: str  # subject pronoun of the hero: "she", "he" or "it"
@@ -271,8 +288,9 @@ class _Builder:
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.ctx = {}
-        self.speakers = {}  # template key -> (name, subject pronoun)
+        self.speakers = {}  # template key -> (name, subject pronoun, cast word)
         self.cast = {}
+        self.hero_kind = "kid"  # "kid", "animal" or "robot"; set by _hero
         self.paras = []
         self.cur = []
 
@@ -284,8 +302,9 @@ class _Builder:
         self.ctx[key] = name
         for form, word in zip(("he", "him", "his", "himself", "was"), _PRONOUNS[pron]):
             self.ctx[prefix + form] = word
-        self.speakers[key] = (name, pron)
-        self.cast[(cast_word or name).lower()] = pron
+        word = (cast_word or name).lower()
+        self.speakers[key] = (name, pron, word)
+        self.cast[word] = pron
 
     def add(self, *templates):
         self.cur.append(_cap(self.pick(templates).format_map(self.ctx)))
@@ -296,7 +315,7 @@ class _Builder:
 
     def say(self, who, *lines, reply=False):
         """Add a quoted line with a speech tag; 'asked' only ever tags a question."""
-        name, pron = self.speakers[who]
+        name, pron, word = self.speakers[who]
         line = _cap(self.pick(lines).format_map(self.ctx))
         verb = self.pick(_TAGS[line[-1]][reply])
         lead = line[:-1] + "," if line[-1] == "." else line
@@ -306,10 +325,15 @@ class _Builder:
         elif form == 1:
             s = f'"{lead}" {verb} {name}.'
         else:
-            # a pronoun only once the speaker was named in this paragraph
-            named = any(name in sent for sent in self.cur)
-            s = f'"{lead}" {pron if named else name} {verb}.'
+            s = f'"{lead}" {pron if self._clear(word, pron) else name} {verb}.'
         self.cur.append(_cap(s))
+
+    def _clear(self, word, pron):
+        """A pronoun is clear if the last sentence's narration named this speaker
+        and nobody else who shares the pronoun."""
+        last = re.sub(r'"[^"]*"', "", self.cur[-1]).lower() if self.cur else ""
+        named = {w for w in re.findall(r"[a-z]+", last) if w in self.cast}
+        return word in named and all(self.cast[w] != pron for w in named - {word})
 
     def para(self):
         self.paras.append(" ".join(self.cur))
@@ -318,8 +342,8 @@ class _Builder:
 
 # --- cast and setting --------------------------------------------------------
 
-def _hero(b: _Builder) -> str:
-    """Bind the hero; returns its kind: "kid", "animal" or "robot"."""
+def _hero(b: _Builder):
+    """Bind the hero {H} and its description."""
     r = b.rng.random()
     if r < 0.72:
         pron = b.pick(("she", "he"))
@@ -330,23 +354,23 @@ def _hero(b: _Builder) -> str:
         name = b.pick(_PET_NAMES)
     else:
         pron, noun, kind, name = "it", "robot", "robot", b.pick(_ROBOT_NAMES)
+    b.hero_kind = kind
     adj = b.pick(_KID_ADJS) + " " if b.rng.random() < 0.6 else ""
     b.ctx.update(a_kind=_a(adj + noun), noun_kind=noun, call=name,
                  trait=b.pick(_TRAITS), hobby=b.pick(_HOBBIES), home=b.pick(_HOMES),
                  age=str(b.rng.randint(3, 8)))
     b.char("H", "", name, pron)
-    return kind
 
 
-def _named_friend(b: _Builder, hero_kind: str):
-    """A kid (for kid heroes) or a named animal, never sharing the hero's name."""
+def _named_friend(b: _Builder, animals=None):
+    """A kid, or (given a list of animals) a named animal; never reusing a cast name."""
     pron = b.pick(("she", "he"))
-    if hero_kind == "kid":
+    if animals is None:
         noun, names = ("girl", _GIRLS) if pron == "she" else ("boy", _BOYS)
     else:
-        noun, names = b.pick(_ANIMALS), _PET_NAMES + _GIRLS[:20] + _BOYS[:20]
+        noun, names = b.pick(animals), _PET_NAMES
     name = b.pick(names)
-    while name == b.ctx["H"]:
+    while name.lower() in b.cast:
         name = b.pick(names)
     return name, pron, noun
 
@@ -355,22 +379,23 @@ _ADULTS = {"mom": ("Mom", "she"), "dad": ("Dad", "he"),
            "grandma": ("Grandma", "she"), "grandpa": ("Grandpa", "he")}
 
 
-def _companion(b: _Builder, role: str, hero_kind: str):
+def _companion(b: _Builder, role: str):
     """Bind the second character {C}; its intro sentence is chosen in _intro."""
     if role in _ADULTS:
         name, pron = _ADULTS[role]
         b.ctx.update(c_call=name, c_kind=role, c_poss=name + "'s")
         b.char("C", "c_", name, pron)
-    elif role == "group":
+        return
+    if role == "group":
         group = b.pick(_GROUPS)
         b.ctx.update(c_call=group, c_kind=group, c_poss=f"the {group}'")
         b.char("C", "c_", "the " + group, "they", group)
-    else:
-        name, pron, noun = _named_friend(b, hero_kind)
-        if role == "pet":
-            noun = b.pick(_ANIMALS[:6])  # pets are cats, dogs, birds, mice, rabbits
-        b.ctx.update(c_call=name, c_kind=noun, c_poss=name + "'s")
-        b.char("C", "c_", name, pron)
+        return
+    # pets are small house animals; an animal hero's friends are animals too
+    animals = _ANIMALS[:6] if role == "pet" else None if b.hero_kind == "kid" else _ANIMALS
+    name, pron, noun = _named_friend(b, animals)
+    b.ctx.update(c_call=name, c_kind=noun, c_a_kind=_a(noun), c_poss=name + "'s")
+    b.char("C", "c_", name, pron)
 
 
 def _object(b: _Builder):
@@ -385,16 +410,19 @@ def _object(b: _Builder):
     obj = " ".join(words + [noun])
     b.ctx.update(
         obj=obj, noun=noun, a_obj=("some " + obj) if plural else _a(obj),
-        o_it="them" if plural else "it", o_was="were" if plural else "was",
-        o_itis="they are" if plural else "it is", o_is="are" if plural else "is",
+        o_it="them" if plural else "it", o_sub="they" if plural else "it",
+        o_was="were" if plural else "was", o_is="are" if plural else "is",
+        o_itis="they are" if plural else "it is",
         o_col=colour if r > 0.25 else "shiny", use=use, used=used, using=using,
         breaks=breaks, tool=tool,
     )
 
 
-def _place(b: _Builder, prefix: str, avoid: str = ""):
+def _place(b: _Builder, prefix: str, avoid: str = "", outdoor: bool = False):
+    # boats only ever sail somewhere wet
+    water = prefix == "" and b.ctx["use"] == "sail"
     name, prep, feats = b.pick(_PLACES)
-    while name == avoid:
+    while name == avoid or outdoor and name in _INDOOR or water and name not in _WATER:
         name, prep, feats = b.pick(_PLACES)
     f1, f2 = b.rng.sample(feats.split(";"), 2)
     b.ctx.update({prefix + "place": name, prefix + "at_place": f"{prep} {name}",
@@ -402,50 +430,45 @@ def _place(b: _Builder, prefix: str, avoid: str = ""):
 
 
 def _food(b: _Builder):
-    food = b.pick(_FOODS)
-    plural = food.endswith("*")
-    food = b.pick(_FOOD_ADJS) + " " + food.rstrip("*").replace("_", " ")
-    b.ctx.update(food=food, f_it="them" if plural else "it")
+    b.ctx["food"] = b.pick(_FOOD_ADJS) + " " + b.pick(_FOODS).replace("_", " ")
 
 
 # --- story parts ---------------------------------------------------------------
 
-def _intro(b: _Builder, hero_kind: str, role: str):
+def _intro(b: _Builder, role: str):
     b.add("Once upon a time, there was {a_kind} named {H}.",
           "Once upon a time, there was {a_kind} named {H} who lived {home}.",
           "There was once {a_kind} named {H}.",
           "Long ago, {home}, there lived {a_kind} named {H}.",
           "Once there was {a_kind} named {H}.",
-          "One day, {a_kind} named {H} woke up early.")
-    if hero_kind == "kid":
-        b.maybe(0.15, "{H} was {age} years old.", "{He} was only {age} years old.")
-    b.add("{He} was {trait} and loved to {hobby}.",
+          "There was {a_kind} named {H} who lived {home}.")
+    if b.hero_kind == "kid":
+        b.maybe(0.15, "{H} was {age} years old.", "{he} was only {age} years old.")
+    b.add("{he} was {trait} and loved to {hobby}.",
           "{H} was a very {trait} {noun_kind}.",
-          "{He} loved to {hobby} more than anything.",
+          "{he} loved to {hobby} more than anything.",
           "Every day, {H} liked to {hobby}.")
-    b.add("{He} had {a_obj}.", "{H} had {a_obj}.",
-          "{His} favorite toy in the whole world was {a_obj}.",
+    b.add("{he} had {a_obj}.", "{H} had {a_obj}.",
+          "{H}'s grandma had given {him} {a_obj}.", "{H} had {a_obj} that {he} loved.",
           "One day, {H} found {a_obj} under {his} bed.",
           "For {his} birthday, {H} got {a_obj}.")
-    b.maybe(0.7, "{He} loved {o_it} very much.", "{He} liked to {use} {o_it} every day.",
+    b.maybe(0.7, "{he} loved {o_it} very much.", "{he} liked to {use} {o_it} every day.",
             "{H} took {o_it} everywhere {he} went.",
-            "{H} thought {o_it} {o_was} the best thing ever.")
+            "{H} thought {o_sub} {o_was} just perfect.")
     _companion_intro(b, role)
-    b.add("{He} liked to {use} {his} {noun} {at_place}.",
+    b.add("{H} liked to {use} {his} {noun} {at_place}.",
           "Every day, {H} went {to_place} with {his} {obj}.",
           "{H}'s favorite place was {place}.",
           "Near {his} home was {place}.")
     b.maybe(0.6, "It was a nice place with {feat} and {feat2}.",
-            "{place} had {feat} and {feat2}.",
-            "There, {H} loved the {feat}." if not b.ctx["feat"].startswith("a ") else
-            "{place} had {feat}, and {H} loved it.")
+            "{place} had {feat} and {feat2}.")
     b.para()
 
 
 def _companion_intro(b: _Builder, role: str):
     if role in _ADULTS:
         b.add("{H} lived with {his} {c_kind}, who loved {him} very much.",
-              "{His} {c_kind} always took good care of {him}.",
+              "{his} {c_kind} always took good care of {him}.",
               "{H} loved to spend time with {his} {c_kind}.")
     elif role == "group":
         b.add("A family of {c_kind} lived near {H}'s home.",
@@ -457,9 +480,8 @@ def _companion_intro(b: _Builder, role: str):
               "{H} had a {trait} little {c_kind} named {C}.")
     else:
         b.add("{H} had a best friend named {C}.",
-              "{His} best friend was {a_ckind} named {C}.".replace("{a_ckind}", _a(b.ctx["c_kind"])),
-              "Next door lived {a_ckind} named {C}, and they were good friends."
-              .replace("{a_ckind}", _a(b.ctx["c_kind"])),
+              "{his} best friend was {c_a_kind} named {C}.",
+              "Next door lived {c_a_kind} named {C}, and they were good friends.",
               "{H} often played with {his} friend {C}.")
 
 
@@ -469,15 +491,15 @@ def _plot_lost(b: _Builder):
     b.add("One {time}, {H} took {his} {obj} {to_place}.",
           "One day, {H} went {to_place} with {his} {obj}.",
           "One {time}, {H} and {C} went {to_place} to play.")
-    b.add("{He} had so much fun {using} {o_it}.", "{H} played for a long time.",
+    b.add("{he} had so much fun {using} {his} {noun}.", "{H} played for a long time.",
           "{H} was having a great time.")
     b.add("Then {H} put {his} {obj} down to look at {distraction}.",
-          "Then {H} saw {distraction} and ran after it.")
+          "Then {H} saw {distraction} and ran to see it.")
     b.add("When {he} came back, the {noun} {o_was} gone!",
           "When {he} turned around, {his} {obj} {o_was} gone!")
     b.say("H", "Oh no! Where is my {noun}?", "My {obj} {o_is} gone!",
           "Where did my {noun} go?")
-    b.maybe(0.6, "{H} felt very sad.", "{He} began to cry.", "{H} was very worried.")
+    b.maybe(0.6, "{H} felt very sad.", "{he} began to cry.", "{H} was very worried.")
     b.para()
     b.add("{C} saw that {H} was sad and came to help.",
           "{C} heard {H} and came over.", "{C} saw {H} crying.")
@@ -485,11 +507,13 @@ def _plot_lost(b: _Builder):
           "Let us look for {o_it} together.", "Do not be sad, {call}. I will help you.")
     b.add("They looked {spot} and {spot2}.", "They looked everywhere.",
           "{H} and {C} looked {spot}, but {o_it} {o_was} not there.")
-    b.add("At last, {C} found the {obj} {spot3}.",
-          "Then {H} saw something {o_col} {spot3}. It was {his} {obj}!",
-          "Then {H} looked {spot3}, and there {o_was} the {noun}!")
-    b.say("H", "You found {o_it}! Thank you, {c_call}!", "My {noun}! I am so happy!",
-          "Thank you for helping me, {c_call}!")
+    if b.rng.random() < 0.5:
+        b.add("At last, {C} found the {obj} {spot3}.")
+        b.say("H", "You found {o_it}! Thank you, {c_call}!")
+    else:
+        b.add("Then {H} saw something {o_col} {spot3}. It was {his} {obj}!",
+              "Then {H} looked {spot3}, and there {o_was} the {noun}!")
+        b.say("H", "My {noun}! I am so happy!", "Thank you for helping me, {c_call}!")
     b.maybe(0.5, "{H} gave {C} a big hug.", "{H} held the {noun} tight.")
     b.para()
     b.add("From that day on, {H} always kept {his} {obj} close.",
@@ -508,12 +532,12 @@ def _plot_sharing(b: _Builder):
     b.say("C", "Can I {use} your {noun}, please?", "May I have a turn, {call}?",
           "Can I try your {obj}?")
     b.say("H", "No, {o_itis} mine!", "No! I want to {use} {o_it} by myself!", reply=True)
-    b.add("{C} felt sad and walked away.", "{C} looked sad and sat down alone.",
+    b.add("{C} felt sad and walked away.", "{C} {c_was} sad, so {c_he} sat down alone.",
           "{C} did not say anything, but {c_he} looked very sad.")
     b.para()
     b.add("{H} {used} {his} {noun} alone, but it was not fun anymore.",
           "{H} played by {himself} for a while, but {he} did not feel happy.")
-    b.add("{He} thought about how {C} felt.", "{He} looked over at {C} and felt bad.")
+    b.add("{he} thought about how {C} felt.", "{he} looked over at {C} and felt bad.")
     b.say("H", "I am sorry, {c_call}. Let us {use} my {noun} together.",
           "I am sorry. You can have a turn, {c_call}.",
           "{c_call}, I want to share my {noun} with you.")
@@ -528,12 +552,12 @@ def _plot_sharing(b: _Builder):
 
 
 def _plot_fear(b: _Builder):
-    b.ctx.update(zip(("fear", "challenge", "challenged"), b.pick(_FEARS)))
-    b.add("One day, {H} went {to_place} with {C}.",
-          "One day, {C} took {H} {to_place}.",
-          "One afternoon, {H} and {C} were {at_place}.")
-    b.add("There, {H} saw {fear}.", "{H} looked at {fear}.")
-    b.add("{H} was scared of {fear}.", "{He} felt very small and scared.")
+    b.ctx.update(zip(("fear", "challenge", "challenged", "to_fear"), b.pick(_FEARS)))
+    b.add("One day, {H} went {to_fear} with {C}.",
+          "One day, {C} took {H} {to_fear}.",
+          "One afternoon, {H} and {C} went {to_fear}.")
+    b.add("There, {H} saw {fear}.", "{H} looked up at {fear}.")
+    b.add("{H} was scared of {fear}.", "{he} felt very small and scared.")
     b.say("C", "Do you want to {challenge}?", "Come on, {call}! Let us {challenge}!")
     b.say("H", "No, I am too scared.", "I can't. What if I get hurt?", reply=True)
     b.para()
@@ -549,7 +573,8 @@ def _plot_fear(b: _Builder):
     b.add("From that day on, {H} was not scared of {fear} anymore.",
           "{H} learned that being brave means trying even when you are scared.",
           "{H} was still {trait}, but now {he} was brave too.",
-          "That night, {H} hugged {his} {obj} and smiled, because {he} had been so brave.")
+          "That night, {H} went to sleep with a smile, because {he} had been so brave.",
+          "The next day, {H} told everyone {at_place} how brave {he} had been.")
 
 
 def _plot_helping(b: _Builder):
@@ -562,7 +587,7 @@ def _plot_helping(b: _Builder):
     b.add("{x_the} {x_problem}.")
     b.say("H", "Don't worry! I will help you!", "Are you okay? Let me help you.")
     b.para()
-    b.add("{H} put down {his} {noun} and {x_fix}.", "{H} {x_fix}.")
+    b.add("{H} put down {his} {noun}. Then {he} {x_fix}.", "{H} {x_fix}.")
     b.add("{x_the} was so happy.", "{x_the} looked very thankful.")
     b.maybe(0.5, "{H} felt happy too.", "{H} smiled a big smile.")
     b.add("{C} saw what {H} did.", "{C} came over to {H}.")
@@ -572,8 +597,7 @@ def _plot_helping(b: _Builder):
     b.add("{H} learned that helping others makes everyone happy.",
           "{H} went home with {his} {obj} and a warm feeling inside.",
           "From that day on, {H} always looked for ways to help.",
-          "Being kind made {H} feel bigger than {his} {obj}, bigger than {place}, "
-          "bigger than anything.")
+          "{H} never forgot {x_the}, and {he} was proud that {he} had been so kind.")
 
 
 def _plot_trip(b: _Builder):
@@ -584,7 +608,8 @@ def _plot_trip(b: _Builder):
     b.add("One morning, {C} had a surprise for {H}.", "One day, {C} woke {H} up early.")
     b.say("C", "Today we are going {t_to_place}!", "Get ready, {call}! We are going {t_to_place}.")
     b.say("H", "Yay! Can I bring my {noun}?", "Hooray! I love trips!")
-    b.add("{H} packed {his} {obj} and some {food}.", "{H} took {his} {obj} along.")
+    b.add("{H} packed {his} {obj} and some {food}.", "{H} took {his} {obj} along.",
+          "{H} packed {his} bag: {his} {obj}, some {food} and a water bottle.")
     b.add("They {ride}.")
     b.para()
     b.add("{t_place} was a nice place with {t_feat} and {t_feat2}.",
@@ -597,7 +622,7 @@ def _plot_trip(b: _Builder):
     b.para()
     b.add("When they got home, {H} was tired but happy.",
           "That night, {H} fell asleep holding {his} {obj}.")
-    b.add("{He} dreamed about {t_place}.", "{He} could not wait to go back {t_to_place}.",
+    b.add("{he} dreamed about {t_place}.", "{he} could not wait to go back {t_to_place}.",
           "It was even more fun than playing {at_place}.")
 
 
@@ -607,8 +632,8 @@ def _plot_surprise(b: _Builder):
           "It was {c_poss} birthday soon, and {H} had an idea.")
     b.say("H", "I will make a surprise!", "I want to make something special.")
     b.add("{H} worked hard all morning.", "{H} worked all day {at_place}.")
-    b.add("{He} {make} {C}.")
-    b.maybe(0.5, "{He} even put {his} {obj} next to it to make it look nice.",
+    b.add("{he} {make} {C}.")
+    b.maybe(0.5, "{H} hummed a happy tune while {he} worked.",
             "It was not easy, but {H} did not give up.")
     b.para()
     b.add("When {C} saw the {gift}, {c_he} smiled a big smile.",
@@ -634,8 +659,11 @@ def _plot_lesson(b: _Builder):
     b.para()
     b.add("{C} came right away.", "{C} ran over to {H}.")
     b.add("{C} helped {H} and made everything better.", "{C} held {H} close.")
-    b.say("H", "I am sorry. I should have listened.", "I will listen next time.")
-    b.say("C", "It is okay. Everyone makes mistakes.", "I know you will.", reply=True)
+    sorry, answer = b.pick((("I am sorry. I should have listened.",
+                             "It is okay. Everyone makes mistakes."),
+                            ("I will listen next time.", "I know you will, {call}.")))
+    b.say("H", sorry)
+    b.say("C", answer, reply=True)
     b.para()
     b.add("From that day on, {H} always listened to {C}.",
           "{H} learned that it is important to listen.",
@@ -654,7 +682,7 @@ def _plot_broken(b: _Builder):
     b.add("{C} got {tool}.", "{C} went to find {tool}.")
     b.add("They worked together, slowly and carefully.", "{H} helped as much as {he} could.")
     b.add("Soon the {obj} looked almost like new.", "At last, the {noun} {o_was} fixed!")
-    b.say("H", "Thank you, {c_call}! You are the best!", "It works again! Thank you!")
+    b.say("H", "Thank you, {c_call}! You are the best!", "{o_itis} as good as new! Thank you!")
     b.para()
     b.add("From then on, {H} was gentle with {his} {obj}.",
           "{H} learned that broken things can often be fixed with a little help.",
@@ -662,10 +690,7 @@ def _plot_broken(b: _Builder):
 
 
 def _plot_new_friend(b: _Builder):
-    name, pron, noun = _named_friend(b, "kid" if b.ctx["noun_kind"] in ("girl", "boy")
-                                     else "animal")
-    while name == b.ctx["C"]:
-        name, pron, noun = _named_friend(b, "animal")
+    name, pron, noun = _named_friend(b, None if b.hero_kind == "kid" else _ANIMALS)
     b.ctx["x_a"] = _a(noun)
     b.char("X", "x_", name, pron)
     b.add("One day, {H} was {at_place} with {his} {obj}.", "One day, {H} went {to_place}.")
@@ -673,7 +698,7 @@ def _plot_new_friend(b: _Builder):
     b.say("H", "Hi! My name is {H}. Do you want to play?", "Hello! Do you want to play with me?")
     b.say("X", "Yes, please! My name is {X}.", "I would love to! I am {X}.", reply=True)
     b.para()
-    b.add("{H} and {X} {used} the {obj} together.", "{H} showed {X} {his} {obj}.")
+    b.add("{H} and {X} took turns {using} the {obj}.", "{H} showed {X} {his} {obj}.")
     b.add("{X} laughed and laughed.", "{X} was very happy.")
     b.maybe(0.6, "{C} smiled when {c_he} saw {H} with a new friend.",
             "Later, {H} told {C} all about {X}.")
@@ -690,7 +715,8 @@ def _plot_weather(b: _Builder):
     b.add("Suddenly, {sign}.", "Then {sign}.")
     b.add("Soon {event}.")
     b.say("C", "Come on, {call}! Let us go inside.", "We need to go home now.")
-    b.add("{H} was sad because {he} could not play anymore.", "{H} did not want to stop.")
+    b.add("{H} was sad because {he} could not play anymore.",
+          "{H} did not want to stop; {he} was having too much fun.")
     b.para()
     b.add("{H} and {C} waited by the window.", "{H} and {C} sat inside and waited.")
     b.say("H", "Will it ever stop?", "When can we go out again?")
@@ -704,35 +730,37 @@ def _plot_weather(b: _Builder):
           "It was the most fun {H} ever had {at_place}.")
 
 
-# plot -> companion roles it reads well with
+# plot, companion roles it reads well with, whether the home place must be outdoors
+_ANY = "mom dad grandma grandpa friend pet group"
 _PLOTS = [
-    (_plot_lost, "mom dad grandma grandpa friend pet group"),
-    (_plot_sharing, "friend pet group"),
-    (_plot_fear, "mom dad grandma grandpa friend pet group"),
-    (_plot_helping, "mom dad grandma grandpa friend pet group"),
-    (_plot_trip, "mom dad grandma grandpa friend"),
-    (_plot_surprise, "mom dad grandma grandpa friend pet group"),
-    (_plot_lesson, "mom dad grandma grandpa"),
-    (_plot_broken, "mom dad grandma grandpa friend"),
-    (_plot_new_friend, "mom dad grandma grandpa friend pet group"),
-    (_plot_weather, "mom dad grandma grandpa friend pet group"),
+    (_plot_lost, _ANY, True),
+    (_plot_sharing, "friend pet group", False),
+    (_plot_fear, _ANY, False),
+    (_plot_helping, _ANY, True),
+    (_plot_trip, "mom dad grandma grandpa friend", False),
+    (_plot_surprise, _ANY, False),
+    (_plot_lesson, "mom dad grandma grandpa", True),
+    (_plot_broken, "mom dad grandma grandpa friend", False),
+    (_plot_new_friend, _ANY, False),
+    (_plot_weather, _ANY, True),
 ]
 _ROLES = "friend friend friend mom mom dad dad grandma grandpa pet pet group".split()
+_ANIMAL_ROLES = [r if r != "pet" else "friend" for r in _ROLES]  # an animal's pet is odd
 
 
 def generate_story(rng: random.Random) -> Story:
     """One story drawn from `rng`; also returns the hero and cast so tests can check it."""
     b = _Builder(rng)
-    hero_kind = _hero(b)
-    role = b.pick(_ROLES)
-    _companion(b, role, hero_kind)
+    _hero(b)
+    role = b.pick(_ANIMAL_ROLES if b.hero_kind == "animal" else _ROLES)
+    _companion(b, role)
     _object(b)
-    _place(b, "")
-    plot = b.pick([p for p, roles in _PLOTS if role in roles.split()])
-    _intro(b, hero_kind, role)
+    plot, _, outdoor = b.pick([p for p in _PLOTS if role in p[1].split()])
+    _place(b, "", outdoor=outdoor)
+    _intro(b, role)
     plot(b)
     b.para()
-    name, pron = b.speakers["H"]
+    name, pron, _ = b.speakers["H"]
     return Story("\n".join(b.paras), name, pron, b.cast)
 
 

@@ -58,7 +58,7 @@ class TrainConfig:
         self.validate()
 
     def validate(self):
-        ints = {"steps": (1, 1_000_000), "batch_size": (1, 4096), "eval_every": (1, 1_000_000),
+        ints = {"steps": (0, 1_000_000), "batch_size": (1, 4096), "eval_every": (1, 1_000_000),
                 "eval_batches": (1, 10_000), "warmup": (0, 1_000_000), "sample_every": (0, 1_000_000),
                 "sample_chars": (1, 100_000), "checkpoint_every": (0, 1_000_000),
                 "snapshot_every": (0, 1_000_000), "threads": (0, 256), "seed": (0, 2**63 - 1)}
@@ -66,7 +66,7 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise TrainConfigError(f"{name} must be an integer from {lo:,} to {hi:,}, got {v!r}")
-        floats = {"lr": (0.0, 10.0), "min_lr_ratio": (0.0, 1.0), "weight_decay": (0.0, 10.0),
+        floats = {"lr": (0.0, 10_000.0), "min_lr_ratio": (0.0, 1.0), "weight_decay": (0.0, 10.0),
                   "beta2": (0.0, 1.0), "grad_clip": (0.0, 1e6)}
         for name, (lo, hi) in floats.items():
             v = getattr(self, name)

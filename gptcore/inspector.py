@@ -1,0 +1,214 @@
+"""The math behind the Inspect page: attention patterns, head scores, per-character losses, predictions.
+
+Everything here is a pure function of a model, a tokenizer and a text (or of tensors), so the page only lays
+out widgets and figures, and tests can check every number against a direct computation.
+"""
+from __future__ import annotations
+
+import html
+import io
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+
+from . import checkpoint as ckpt
+from .data import CharTokenizer
+from .model import GPT
+
+VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
+DEFAULT_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
+                "One day, Lily found a red ball in the park.")
+
+# Hooks live on the model object, and the app shares one loaded model between sessions: a forward pass of
+# one session while another has its hooks registered would feed the wrong store. One pass at a time.
+MODEL_LOCK = threading.Lock()
+
+
+@dataclass
+class Inspection:
+    """One forward pass over a text, with everything the page shows about it."""
+    text: str  # the characters actually fed to the model (known ones, cut to the context)
+    ids: torch.Tensor  # (T,)
+    logits: torch.Tensor  # (T, V)
+    patterns: torch.Tensor  # (L, H, T, T): patterns[l, h, query, key]
+    unknown: Counter  # characters the tokenizer does not know, dropped from the input
+    truncated: int  # known characters beyond the context window, not analysed
+
+
+def prepare_ids(tokenizer: CharTokenizer, text: str, context: int) -> tuple[list[int], Counter, int]:
+    """Token ids of the first `context` known characters, the unknown characters, and how many were cut."""
+    ids = tokenizer.encode(text)
+    return ids[:context], tokenizer.unknown(text), max(0, len(ids) - context)
+
+
+def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (T, V), attention patterns (L, H, T, T)) of one sequence, read at the hook points."""
+    with MODEL_LOCK:
+        logits, store = model.run_with_cache(ids[None])
+    patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"][0] for i in range(model.cfg.n_layer)])
+    return logits[0], patterns
+
+
+def inspect_text(model: GPT, tokenizer: CharTokenizer, text: str) -> Inspection:
+    ids, unknown, truncated = prepare_ids(tokenizer, text, model.cfg.context)
+    if not ids:
+        raise ValueError("the text has no character the model knows")
+    ids = torch.tensor(ids, dtype=torch.long)
+    logits, patterns = patterns_from_ids(model, ids)
+    return Inspection(tokenizer.decode(ids), ids, logits, patterns, unknown, truncated)
+
+
+def attention_patterns(model: GPT, tokenizer: CharTokenizer, text: str) -> torch.Tensor:
+    """Attention weights (L, H, T, T) of every layer and head on text (cut to the context)."""
+    return inspect_text(model, tokenizer, text).patterns
+
+
+def token_labels(text: str) -> list[str]:
+    """One readable label per character: spaces, newlines and tabs become visible symbols."""
+    return [VISIBLE.get(c, c) for c in text]
+
+
+def head_names(n_layer: int, n_head: int) -> list[str]:
+    return [f"L{layer}H{head}" for layer in range(n_layer) for head in range(n_head)]
+
+
+def induction_targets(ids: torch.Tensor) -> torch.Tensor:
+    """Bool (T, T): key j is the character right after an earlier occurrence of query i's character.
+
+    That is ids[j-1] == ids[i] with j < i: the key an induction head reads to predict what came next last time.
+    """
+    ids = torch.as_tensor(ids)
+    T = len(ids)
+    same = ids[:, None] == ids[None, :]  # same[i, p]: position p holds query i's character
+    targets = torch.zeros(T, T, dtype=torch.bool)
+    targets[:, 1:] = same[:, :-1]  # key j = p + 1
+    return targets & torch.ones(T, T, dtype=torch.bool).tril(-1)
+
+
+def head_scores(patterns: torch.Tensor, ids) -> pd.DataFrame:
+    """One row per head: mean attention to the previous token, to the first token, and to induction targets.
+
+    previous_token and first_token average over queries 1..T-1 (query 0 can only see itself). induction
+    averages, over the queries whose character occurred before, the total weight on the characters that
+    followed those earlier occurrences; it is NaN when no character repeats.
+    """
+    L, H, T, _ = patterns.shape
+    p = patterns.double()
+    queries = torch.arange(1, T)
+    previous = p[..., queries, queries - 1].mean(-1) if T > 1 else torch.full((L, H), float("nan"))
+    first = p[..., 1:, 0].mean(-1) if T > 1 else torch.full((L, H), float("nan"))
+    targets = induction_targets(ids)
+    has_target = targets.any(-1)
+    if has_target.any():
+        induction = (p * targets).sum(-1)[..., has_target].mean(-1)
+    else:
+        induction = torch.full((L, H), float("nan"))
+    return pd.DataFrame({
+        "head": head_names(L, H),
+        "layer": np.repeat(np.arange(L), H),
+        "head_index": np.tile(np.arange(H), L),
+        "previous_token": previous.flatten().numpy(),
+        "first_token": first.flatten().numpy(),
+        "induction": induction.flatten().numpy(),
+    })
+
+
+def char_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy (nats) of each character given the ones before it; NaN for the first, which has none."""
+    losses = F.cross_entropy(logits[:-1].float(), ids[1:], reduction="none")
+    return torch.cat([torch.tensor([float("nan")]), losses])
+
+
+def next_char_probs(logits: torch.Tensor, position: int) -> torch.Tensor:
+    return logits[position].float().softmax(-1)
+
+
+def top_predictions(logits: torch.Tensor, tokenizer: CharTokenizer, position: int, k: int = 10) -> pd.DataFrame:
+    """The k most likely next characters after `position`, most likely first."""
+    probs = next_char_probs(logits, position)
+    top = torch.topk(probs, min(k, len(probs)))
+    chars = [tokenizer.chars[i] for i in top.indices.tolist()]
+    return pd.DataFrame({"char": chars, "label": token_labels("".join(chars)),
+                         "probability": top.values.numpy()})
+
+
+def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, temperature: float,
+             top_k: int | None, seed: int) -> str:
+    """Sample n_chars continuing the prompt with model.stream, from a private generator seeded with seed."""
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt has no character the model knows")
+    generator = torch.Generator().manual_seed(seed)
+    with MODEL_LOCK:
+        new = list(model.stream(torch.tensor([ids]), n_chars, temperature=temperature, top_k=top_k,
+                                generator=generator))
+    return tokenizer.decode(new)
+
+
+def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, mark: int | None = None) -> str:
+    """text as HTML spans shaded by weights (0..1); newlines drawn as ⏎ so their weight is visible too.
+
+    title(i) gives an optional tooltip per character; the character at `mark` is boxed.
+    """
+    spans = []
+    for i, (c, w) in enumerate(zip(text, weights)):
+        w = float(np.clip(w, 0.0, 1.0)) if np.isfinite(w) else 0.0
+        tip = f' title="{html.escape(title(i))}"' if title else ""
+        box = "; outline: 2px solid #222" if i == mark else ""
+        shown = html.escape("⏎" if c == "\n" else c)
+        spans.append(f'<span style="background: rgba({colour}, {w:.3f}){box}"{tip}>{shown}</span>')
+    return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 0.95rem">'
+            + "".join(spans) + "</div>")
+
+
+def weights_step(path: Path) -> int:
+    """The training step recorded in a weights file's header, without loading its tensors."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return int((f.metadata() or {}).get("step", 0))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ckpt.CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+
+
+def training_steps(directory: Path) -> list[tuple[int, Path]]:
+    """(step, weights file) of every snapshot of a run, plus its final weights unless a snapshot has that step."""
+    directory = Path(directory)
+    steps = ckpt.list_snapshots(directory)
+    final = directory / "model.safetensors"
+    if final.is_file() and (final_step := weights_step(final)) not in {s for s, _ in steps}:
+        steps = sorted(steps + [(final_step, final)])
+    return steps
+
+
+def scores_over_training(snapshots: list[tuple[int, GPT]], tokenizer: CharTokenizer, text: str) -> pd.DataFrame:
+    """head_scores of every snapshot on the same text, in long form: step, head, score, value."""
+    frames = []
+    for step, model in snapshots:
+        run = inspect_text(model, tokenizer, text)
+        frame = head_scores(run.patterns, run.ids).assign(step=step)
+        frames.append(frame)
+    wide = pd.concat(frames, ignore_index=True)
+    return wide.melt(id_vars=["step", "head", "layer", "head_index"], var_name="score", value_name="value")
+
+
+def patterns_csv(patterns: torch.Tensor, text: str) -> str:
+    """The attention tensor as a long CSV: one row per (layer, head, query, key)."""
+    L, H, T, _ = patterns.shape
+    layer, head, query, key = (g.ravel() for g in np.meshgrid(*map(np.arange, (L, H, T, T)), indexing="ij"))
+    chars = np.array(list(text), dtype=object)
+    frame = pd.DataFrame({"layer": layer, "head": head, "query": query, "key": key, "query_char": chars[query],
+                          "key_char": chars[key], "weight": patterns.numpy().ravel()})
+    return frame.to_csv(index=False, float_format="%.6g")
+
+
+def patterns_npy(patterns: torch.Tensor) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, patterns.numpy().astype(np.float32))
+    return buffer.getvalue()

@@ -1,0 +1,198 @@
+"""Inspect: attention patterns, predictions, head roles and how they formed, for any saved checkpoint."""
+from pathlib import Path
+
+import streamlit as st
+
+from gptcore import checkpoint as ckpt
+from gptcore import inspector as ins
+from gptcore import inspector_figures as figs
+from gptcore.data import unknown_warning
+
+SHIPPED = "shipped-tiny"
+LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading weights…")
+def load_cached(path: str, mtime: float):
+    """(model, tokenizer, step); mtime in the key reloads a file that was overwritten by a new run."""
+    return ckpt.load_weights(Path(path))
+
+
+def load(path: Path):
+    return load_cached(str(path), path.stat().st_mtime)
+
+
+def plot(fig, key: str, filename: str) -> None:
+    """A Plotly chart whose modebar saves a PNG, plus a button for a self-contained HTML copy."""
+    st.plotly_chart(fig, key=key, config={"toImageButtonOptions": {"filename": filename, "scale": 2}})
+    st.download_button("Download as HTML", lambda: fig.to_html(include_plotlyjs=True), f"{filename}.html",
+                       "text/html", key=f"{key}-html", on_click="ignore", icon=":material/download:")
+
+
+st.title("Inspect a trained model")
+st.markdown(
+    "Feed a text to a trained checkpoint and look inside: where every head looks, what the model expects "
+    "next, which heads carry a name forward, and how those patterns formed during training.")
+
+folders = ckpt.list_checkpoints()
+if not folders:
+    st.info("There is no checkpoint in `checkpoints/` yet. Train one, for example "
+            "`python -m gptcore train --data builtin --out checkpoints/mine --snapshot-every 250`.")
+    st.stop()
+names = [p.name for p in folders]
+name = st.selectbox("Checkpoint", names, index=names.index(SHIPPED) if SHIPPED in names else 0,
+                    key="inspect-checkpoint",
+                    help="Every folder of checkpoints/ that holds a model.safetensors.")
+folder = folders[names.index(name)]
+try:
+    model, tokenizer, step = load(folder / "model.safetensors")
+except (ckpt.CheckpointError, OSError) as e:
+    st.error(f"Cannot load {name}: {e}")
+    st.stop()
+cfg = model.cfg
+st.caption(f"{name}: step {step}, {model.num_params():,} parameters, {cfg.n_layer} layers × {cfg.n_head} heads, "
+           f"d_model {cfg.d_model}, context {cfg.context}, vocabulary of {cfg.vocab_size} characters.")
+
+text = st.text_area("Text to inspect", ins.DEFAULT_TEXT, height=100, key="inspect-text",
+                    help="The default story names its hero twice, so a head that copies the name can show itself.")
+try:
+    run = ins.inspect_text(model, tokenizer, text)
+except ValueError as e:
+    st.error(f"Nothing to inspect: {e}.")
+    st.stop()
+if warning := unknown_warning(run.unknown):
+    st.warning(warning)
+if run.truncated:
+    st.warning(f"The text is longer than the model's context of {cfg.context} characters: only the first "
+               f"{cfg.context} are analysed, the last {run.truncated} are left out.")
+
+labels = ins.token_labels(run.text)
+T = len(run.ids)
+heads = ins.head_names(cfg.n_layer, cfg.n_head)
+
+
+def position_label(i: int) -> str:
+    return f"{i} '{labels[i]}'"
+
+
+attention_tab, predictions_tab, finder_tab, training_tab = st.tabs(
+    ["Attention", "Predictions", "Head finder", "Over training"])
+
+with attention_tab:
+    st.markdown("Row *q* of a pattern is how query position *q* splits its attention over positions 0…*q*; "
+                "every row sums to 1 and the causal mask keeps everything right of the diagonal at 0.")
+    chosen = st.selectbox("Head to enlarge", heads, key="inspect-head")
+    layer, head = divmod(heads.index(chosen), cfg.n_head)
+    plot(figs.attention_grid(run.patterns, (layer, head)), "inspect-grid", f"attention-grid-{name}")
+    plot(figs.head_heatmap(run.patterns[layer, head], labels, f"{chosen}: attention pattern"),
+         "inspect-head-figure", f"attention-{chosen}-{name}")
+
+    st.subheader("What one position attends to")
+    query = st.select_slider("Query position", range(T), value=T - 1, format_func=position_label,
+                             key=f"inspect-query-{T}")
+    weights = run.patterns[:, :, query, : query + 1]
+    rows = [(h, weights[layer, i]) for i, h in enumerate(heads[layer * cfg.n_head:(layer + 1) * cfg.n_head])]
+    rows += [(f"mean of layer {layer}", weights[layer].mean(0)), ("mean of all heads", weights.mean((0, 1)))]
+    st.caption(f"Shading is the weight relative to the row's largest (hover a character for the exact weight); "
+               f"the boxed character is the query, position {position_label(query)}.")
+    for row_name, row in rows:
+        shade = (row / row.max()).tolist()
+
+        def tip(i, row=row):
+            return f"position {i}: weight {float(row[i]):.3f}"
+
+        left, right = st.columns([1, 9])
+        left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
+        right.html(ins.highlight_html(run.text[: query + 1], shade, "31, 119, 180", tip, mark=query))
+
+    st.subheader("Export the attention tensor")
+    st.caption(f"Shape (layers, heads, query, key) = {tuple(run.patterns.shape)}.")
+    csv_col, npy_col = st.columns(2)
+    csv_col.download_button("Attention as CSV", lambda: ins.patterns_csv(run.patterns, run.text),
+                            f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
+                            icon=":material/download:")
+    npy_col.download_button("Attention as NPY", lambda: ins.patterns_npy(run.patterns), f"attention-{name}.npy",
+                            "application/octet-stream", key="inspect-npy", on_click="ignore",
+                            icon=":material/download:")
+
+with predictions_tab:
+    st.subheader("Next-character distribution")
+    position = st.select_slider("After position", range(T), value=T - 1, format_func=position_label,
+                                key=f"inspect-position-{T}")
+    k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk")
+    top = ins.top_predictions(run.logits, tokenizer, position, k)
+    context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
+    plot(figs.prediction_bars(top, f"After …{''.join(context_tail)}"), "inspect-predictions",
+         f"predictions-{name}")
+    if position + 1 < T:
+        actual = int(run.ids[position + 1])
+        probs = ins.next_char_probs(run.logits, position)
+        rank = int((probs > probs[actual]).sum()) + 1
+        st.caption(f"The text continues with '{labels[position + 1]}': probability {float(probs[actual]):.3f}, "
+                   f"rank {rank} of {cfg.vocab_size}.")
+
+    st.subheader("Where the model is surprised")
+    losses = ins.char_losses(run.logits, run.ids)
+    st.caption(f"Each character is shaded by its loss −log p (fully red at {LOSS_CAP:.0f} nats or more); the first "
+               f"has nothing before it. Mean loss over this text: {float(losses[1:].mean()):.3f} nats.")
+    st.html(ins.highlight_html(run.text, (losses / LOSS_CAP).tolist(), "230, 60, 50",
+                               lambda i: f"position {i}: loss {float(losses[i]):.2f} nats"))
+    with st.expander("Loss per character as a chart"):
+        plot(figs.loss_bars(losses, labels), "inspect-losses", f"losses-{name}")
+
+    st.subheader("Generate from this text")
+    c1, c2, c3, c4 = st.columns(4)
+    temperature = c1.slider("Temperature", 0.1, 2.0, 0.8, 0.05, key="inspect-temperature")
+    top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk")
+    seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed")
+    n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars")
+    if st.button("Generate", key="inspect-generate", type="primary"):
+        st.session_state["inspect-generated"] = (text, ins.generate(
+            model, tokenizer, text, n_chars, temperature, top_k or None, seed))
+    generated = st.session_state.get("inspect-generated")
+    if generated and generated[0] == text:
+        prompt = tokenizer.decode(tokenizer.encode(text))
+        st.html(ins.highlight_html(prompt + generated[1], [0.0] * len(prompt) + [0.3] * len(generated[1]),
+                                   "44, 160, 44"))
+        st.caption("Green: generated. The model sees at most its last "
+                   f"{cfg.context} characters while it writes.")
+
+with finder_tab:
+    st.markdown(
+        "Each score is the average attention weight a head puts on a particular key:\n"
+        "- **previous token**: the character just before the query;\n"
+        "- **first token**: position 0, a common place to park attention that has nowhere useful to go;\n"
+        "- **induction**: the character that *followed an earlier occurrence* of the query's character. "
+        "At the second *L* of a repeated *Lily*, such a head looks at the *i* after the first *L*, and can copy it "
+        "forward. It is averaged over the queries whose character occurred before.")
+    scores = ins.head_scores(run.patterns, run.ids)
+    best = st.columns(len(figs.SCORE_LABELS))
+    for col, (column, label) in zip(best, figs.SCORE_LABELS.items()):
+        if scores[column].notna().any():
+            top_row = scores.loc[scores[column].idxmax()]
+            col.metric(f"Strongest {label} head", top_row["head"], f"{top_row[column]:.2f}", delta_color="off")
+        else:
+            col.metric(f"Strongest {label} head", "—", "no repeated character", delta_color="off")
+    plot(figs.score_heatmaps(scores, cfg.n_layer, cfg.n_head), "inspect-scores", f"head-scores-{name}")
+    st.dataframe(scores.drop(columns=["layer", "head_index"]).set_index("head").round(3), key="inspect-score-table")
+
+with training_tab:
+    steps = ins.training_steps(folder)
+    if len(steps) < 2:
+        st.info(f"{name} has no intermediate snapshots. Train with `--snapshot-every N` to save "
+                "intermediate weights and watch its patterns form.")
+    else:
+        snapshots = []
+        for snap_step, path in steps:
+            try:
+                snapshots.append((snap_step, load(path)))
+            except (ckpt.CheckpointError, OSError) as e:
+                st.warning(f"Skipping snapshot at step {snap_step}: {e}")
+        chosen_step = st.select_slider("Training step", [s for s, _ in snapshots], value=snapshots[-1][0],
+                                       key=f"inspect-step-{name}")
+        snap_model, snap_tokenizer, _ = dict(snapshots)[chosen_step]
+        snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
+        plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
+             "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
+        long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, text)
+        plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")

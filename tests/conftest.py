@@ -1,0 +1,19 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
+
+
+@pytest.fixture
+def tinystories_text():
+    if not TINYSTORIES.is_file():
+        print(f"skipping: {TINYSTORIES} is absent")
+        pytest.skip(f"{TINYSTORIES} is absent (benchmark/acceptance data only)")
+    return TINYSTORIES.read_text(encoding="utf-8")[:1_000_000]

@@ -1,0 +1,142 @@
+import random
+import re
+import string
+
+import pytest
+
+from gptcore.corpus import (
+    BUILTIN_DEFAULT_CHARS, SEPARATOR, builtin_description, generate_stories, generate_story,
+)
+
+GENDERED = {"he": "he", "him": "he", "his": "he", "himself": "he",
+            "she": "she", "her": "she", "hers": "she", "herself": "she"}
+ALLOWED = set(string.ascii_letters + string.digits + " \n.,!?'\"-:;<|>")
+
+
+@pytest.fixture(scope="module")
+def text():
+    return generate_stories(200_000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def stories():
+    rng = random.Random(123)
+    return [generate_story(rng) for _ in range(400)]
+
+
+def narration(line):
+    """The line with quoted speech removed."""
+    return re.sub(r'"[^"]*"', "", line)
+
+
+@pytest.mark.parametrize("n", [0, 1, 137, 5_000, 54_321])
+def test_exact_length(n):
+    assert len(generate_stories(n, seed=1)) == n
+
+
+def test_negative_length_rejected():
+    with pytest.raises(ValueError):
+        generate_stories(-1)
+
+
+def test_deterministic_and_prefix_stable(text):
+    assert generate_stories(200_000, seed=0) == text
+    for n in (1, 999, 12_345, 150_001):
+        assert generate_stories(n, seed=0) == text[:n]
+
+
+def test_seeds_differ():
+    assert generate_stories(2_000, seed=0) != generate_stories(2_000, seed=1)
+
+
+def test_does_not_touch_global_rngs():
+    state = random.getstate()
+    generate_stories(10_000, seed=5)
+    assert random.getstate() == state
+
+
+def test_separators(text):
+    parts = text.split(SEPARATOR)
+    assert len(parts) > 100
+    assert all(p.strip() for p in parts)
+    # the marker only ever appears as a whole line between stories
+    assert text.count("<|endoftext|>") == len(parts) - 1
+    assert "<" not in "".join(parts) and ">" not in "".join(parts)
+
+
+def test_vocab_ascii_and_modest(text):
+    vocab = set(text)
+    assert vocab <= ALLOWED, vocab - ALLOWED
+    assert 55 <= len(vocab) <= 85
+
+
+def test_story_length_like_tinystories(text):
+    lengths = [len(p) for p in text.split(SEPARATOR)[:-1]]
+    assert 600 <= sum(lengths) / len(lengths) <= 1000
+    assert all(p.count("\n") >= 2 for p in text.split(SEPARATOR)[:-1])  # several paragraphs
+
+
+def test_hero_named_and_recurs(stories):
+    for s in stories:
+        first = s.text.split("\n")[0]
+        assert re.search(rf"\bnamed {s.hero}\b", first), first
+        assert len(re.findall(rf"\b{s.hero}\b", s.text)) >= 4
+        assert s.text.split("\n")[-1].count(s.hero) >= 1  # the ending comes back to the hero
+
+
+def test_gendered_pronouns_match_a_named_character(stories):
+    """Every he/she/his/her in narration agrees with a character named in that paragraph."""
+    for s in stories:
+        assert s.cast[s.hero.lower()] == s.pronoun
+        for line in s.text.split("\n"):
+            words = re.findall(r"[A-Za-z]+", narration(line))
+            present = {s.cast[w.lower()] for w in words if w.lower() in s.cast}
+            for w in words:
+                gender = GENDERED.get(w.lower())
+                assert gender is None or gender in present, (w, s.cast, line)
+
+
+def test_hero_pronoun_is_used(stories):
+    subj = {"she": "She", "he": "He", "it": "It"}
+    used = sum(bool(re.search(rf"\b({s.pronoun}|{subj[s.pronoun]})\b", narration(s.text)))
+               for s in stories)
+    assert used > 0.9 * len(stories)
+    assert {s.pronoun for s in stories} == {"she", "he", "it"}
+
+
+def test_quotes_balanced_and_tagged(text):
+    for line in text.split("\n")[:-1]:  # the last line may be cut mid-quote
+        assert line.count('"') % 2 == 0, line
+        for speech in re.findall(r'"([^"]*)"', line):
+            assert speech[0].isupper() and speech[-1] in ".,!?", speech
+    # 'asked' only tags questions
+    assert not re.search(r'[.,!]" asked', text)
+
+
+def test_grammar_basics(text):
+    assert not re.search(r"[.!?] [a-z]", text)  # sentences start with a capital
+    assert all(line[0].isupper() or line[0] in '"<' for line in text.split("\n"))
+    assert not re.search(r"\ba [aeiouAEIOU]", text)
+    assert not re.search(r"\ban [^aeiouAEIOU]", text)
+    assert not re.search(r"\b(\w+) \1\b|  | [,.!?]", text)
+
+
+def test_objects_are_referred_back_to(stories):
+    # "She had a red ball." ... later "the red ball" / "her red ball" / "it"
+    hits = 0
+    for s in stories:
+        m = re.search(r"\b(?:a|an|some) ((?:\w+ )*?\w+)\.", s.text.split("\n")[0])
+        hits += bool(m) and s.text.count(m.group(1).split()[-1]) >= 2
+    assert hits > 0.5 * len(stories)
+
+
+def test_variety(stories):
+    assert len({s.hero for s in stories}) > 150
+    openings = {s.text.split(",")[0].split(" there")[0] for s in stories}
+    assert len(openings) >= 4
+    assert len({s.text for s in stories}) == len(stories)
+
+
+def test_description():
+    assert BUILTIN_DEFAULT_CHARS == 1_000_000
+    assert builtin_description(1_000_000, 0) == "built-in stories, 1,000,000 chars, seed 0"

@@ -1,0 +1,110 @@
+import http.server
+import threading
+from collections import Counter
+from functools import partial
+
+import pytest
+import torch
+
+from gptcore.data import (CharTokenizer, CorpusError, check_trainable, decode_corpus, download_tinystories_valid,
+                          get_batch, load_corpus, read_corpus_file, split_ids, unknown_warning)
+
+
+def test_tokenizer_is_sorted_characters_and_round_trips():
+    tok = CharTokenizer.from_text("hello world")
+    assert tok.chars == [" ", "d", "e", "h", "l", "o", "r", "w"]
+    assert tok.decode(tok.encode("hello")) == "hello"
+    assert CharTokenizer.from_dict(tok.to_dict()).chars == tok.chars
+
+
+def test_unknown_characters_are_skipped_and_reported():
+    tok = CharTokenizer.from_text("abc")
+    assert tok.encode("aébzc") == [0, 1, 2]
+    assert tok.unknown("aébzcé") == Counter({"é": 2, "z": 1})
+    assert unknown_warning(tok.unknown("aébzcé")) == (
+        "3 character(s) not in the model's vocabulary were skipped: 'é'×2, 'z'×1")
+    assert unknown_warning(tok.unknown("abc")) is None
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"", "upload.txt is empty"),
+    (b"  \n\t ", "contains only whitespace"),
+    (b"abc\x00def", "looks binary"),
+    (b"caf\xe9", "is not UTF-8 text \\(invalid byte at offset 3\\)"),
+    (b"x" * 101, "is 101 bytes, over the limit of 100 bytes"),
+])
+def test_bad_corpora_get_messages_naming_the_problem(raw, message):
+    with pytest.raises(CorpusError, match=message):
+        decode_corpus(raw, "upload.txt", max_bytes=100)
+
+
+def test_missing_and_oversized_files_are_refused_before_reading(tmp_path):
+    with pytest.raises(CorpusError, match="no such file"):
+        read_corpus_file(tmp_path / "nope.txt")
+    big = tmp_path / "big.txt"
+    big.write_text("y" * 5000)
+    with pytest.raises(CorpusError, match="5,000 bytes, over the limit of 1,000"):
+        read_corpus_file(big, max_bytes=1000)
+
+
+def test_a_corpus_too_short_for_the_context_is_refused():
+    with pytest.raises(CorpusError, match="corpus has 100 characters; context 128 needs at least 1,300"):
+        check_trainable("x" * 100, 128)
+    check_trainable("x" * 1300, 128)
+
+
+def test_load_corpus_truncates_like_the_tutorial(tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("abcdefghij" * 100)
+    corpus = load_corpus(str(path), max_chars=25)
+    assert corpus.text == ("abcdefghij" * 3)[:25]
+    assert corpus.description == "file s.txt, first 25 chars"
+
+
+def test_split_is_ninety_ten_and_batches_are_shifted_by_one():
+    ids = torch.arange(1000)
+    train, val = split_ids(ids)
+    assert len(train) == 900 and val[0] == 900
+    x, y = get_batch(train, 16, 4, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 16)
+    assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)
+
+
+def test_batches_follow_the_tutorials_random_calls():
+    data = torch.arange(10_000)
+    torch.manual_seed(0)
+    ix = torch.randint(len(data) - 128 - 1, (32,))
+    expected = torch.stack([data[i:i + 128] for i in ix])
+    x, _ = get_batch(data, 128, 32, torch.Generator().manual_seed(0))
+    assert torch.equal(x, expected)
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "TinyStoriesV2-GPT4-valid.txt").write_text("Once upon a time.\n<|endoftext|>\n" * 2000)
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_download_reports_progress_caches_and_reuses(http_server, tmp_path):
+    seen = []
+    url = f"{http_server}/TinyStoriesV2-GPT4-valid.txt"
+    path = download_tinystories_valid(url, tmp_path / "cache", progress=lambda done, total: seen.append((done, total)))
+    size = len("Once upon a time.\n<|endoftext|>\n") * 2000
+    assert path.read_text().count("<|endoftext|>") == 2000
+    assert seen[-1] == (size, size)
+    seen.clear()
+    assert download_tinystories_valid(url, tmp_path / "cache", progress=lambda *a: seen.append(a)) == path
+    assert seen == []  # served from the cache
+
+
+def test_failed_download_is_a_clear_error_and_leaves_no_partial_file(http_server, tmp_path):
+    with pytest.raises(CorpusError, match="could not download .*missing.txt"):
+        download_tinystories_valid(f"{http_server}/missing.txt", tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []

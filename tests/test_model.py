@@ -1,0 +1,121 @@
+import pytest
+import torch
+
+from gptcore.config import ConfigError, GPTConfig, swiglu_hidden
+from gptcore.model import GPT, LayerCache, apply_rope, rope_tables
+
+
+def model(seed=0, **cfg):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**cfg))
+
+
+def test_default_config_has_the_tutorials_parameter_count():
+    assert model().num_params() == 810_624
+    assert model(vocab_size=76).num_params() == 811_136
+
+
+def test_swiglu_hidden_size_rounds_eight_thirds_up():
+    assert swiglu_hidden(128) == 344
+    assert swiglu_hidden(4096, multiple=256) == 11008
+
+
+@pytest.mark.parametrize("variant", [
+    {}, {"norm": "layer"}, {"norm_placement": "post"}, {"position": "learned"}, {"position": "none"},
+    {"scale_attention": False}, {"ffn": "relu", "d_ff": 512}, {"ffn": "gelu", "d_ff": 512}, {"rope_theta": 500.0},
+])
+def test_explicit_attention_path_matches_sdpa(variant):
+    m = model(**variant).eval()
+    x = torch.randint(74, (2, 128), generator=torch.Generator().manual_seed(1))
+    fast, _ = m(x)
+    explicit, patterns = m.run_with_cache(x)
+    assert torch.allclose(fast, explicit, atol=1e-5)
+    assert len(patterns) == 4 and patterns["blocks.0.attn.hook_pattern"].shape == (2, 4, 128, 128)
+
+
+def test_attention_patterns_are_causal_distributions():
+    _, patterns = model().run_with_cache(torch.randint(74, (1, 50)))
+    for p in patterns.values():
+        assert torch.allclose(p.sum(-1), torch.ones(1, 4, 50), atol=1e-6)
+        assert p.triu(1).abs().max() == 0
+
+
+def test_unknown_hook_name_is_a_clear_error():
+    with pytest.raises(KeyError, match="no hook point named blocks.9.attn.hook_pattern"):
+        model().run_with_cache(torch.zeros(1, 3, dtype=torch.long), ["blocks.9.attn.hook_pattern"])
+
+
+def test_residual_hooks_capture_the_stream():
+    m = model()
+    names = [f"blocks.{i}.hook_resid_post" for i in range(4)]
+    _, acts = m.run_with_cache(torch.randint(74, (1, 10)), names)
+    assert [acts[n].shape for n in names] == [(1, 10, 128)] * 4
+
+
+def test_without_the_causal_mask_future_tokens_change_the_past():
+    x = torch.randint(74, (1, 20))
+    y = x.clone()
+    y[0, -1] = (y[0, -1] + 1) % 74
+    causal, leaky = model().eval(), model(causal=False).eval()
+    assert torch.allclose(causal(x)[0][0, :-1], causal(y)[0][0, :-1], atol=1e-6)
+    assert not torch.allclose(leaky(x)[0][0, :-1], leaky(y)[0][0, :-1], atol=1e-4)
+
+
+def test_kv_cache_step_equals_a_full_forward():
+    m = model().eval()
+    seq = torch.randint(74, (1, 100))
+    caches = [LayerCache() for _ in m.blocks]
+    m(seq[:, :60], caches=caches)
+    for p in range(60, 100):
+        step_logits, _ = m(seq[:, p:p + 1], caches=caches, start=p)
+    full, _ = m(seq)
+    assert torch.allclose(step_logits[0, -1], full[0, -1], atol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["rope", "learned"])
+def test_cached_generation_matches_uncached_within_the_window(position):
+    m = model(position=position).eval()
+    prompt = torch.randint(74, (1, 5))
+    runs = [list(m.stream(prompt, 100, generator=torch.Generator().manual_seed(3), use_cache=c)) for c in (True, False)]
+    assert runs[0] == runs[1]
+
+
+def test_generation_runs_past_the_context_window():
+    m = model(context=16).eval()
+    out = m.generate(torch.zeros(1, 1, dtype=torch.long), 100, top_k=5, temperature=0.8)
+    assert out.shape == (1, 101)
+
+
+def test_too_long_input_is_refused_with_the_context_named():
+    with pytest.raises(ValueError, match="exceed the model's context of 128"):
+        model()(torch.zeros(1, 129, dtype=torch.long))
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 64, generator=g), torch.randn(1, 64, generator=g)
+    scores = []
+    for m, n in [(3, 1), (10, 8), (1002, 1000)]:
+        rq = apply_rope(q, *rope_tables(torch.tensor([float(m)]), 64))
+        rk = apply_rope(k, *rope_tables(torch.tensor([float(n)]), 64))
+        scores.append(round((rq * rk).sum().item(), 4))
+    assert scores == [-10.1427] * 3
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"d_model": 130, "n_head": 4}, "must be divisible by n_head"),
+    ({"d_model": 12, "n_head": 4}, "d_head \\(3\\) must be even"),
+    ({"norm": "batch"}, "norm must be one of rms, layer"),
+    ({"n_layer": 0}, "n_layer must be an integer from 1"),
+    ({"d_model": 10**7}, "d_model must be an integer from 1 to 4,096"),
+])
+def test_bad_configs_get_clear_messages(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        GPTConfig(**bad)
+
+
+def test_config_round_trips_through_json_and_rejects_unknown_keys():
+    cfg = GPTConfig(position="learned", ffn="gelu", d_ff=512)
+    assert GPTConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="unknown model config keys: dropout"):
+        GPTConfig.from_dict({"dropout": 0.1})

@@ -1,0 +1,95 @@
+import math
+
+import pytest
+import torch
+
+from gptcore import checkpoint as ckpt
+from gptcore.config import GPTConfig
+from gptcore.train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, evaluate, lr_at
+
+TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
+TEXT = "the cat sat on the mat. the dog ate the log. " * 200
+
+
+def test_step_zero_reproduces_the_tutorials_train_loss(tinystories_text):
+    trainer = Trainer(GPTConfig(), TrainConfig(steps=0, final_eval=False), tinystories_text)
+    assert trainer.tokenizer.vocab_size == 76 and trainer.model.num_params() == 811_136
+    events = []
+    trainer.run(lambda kind, d: events.append((kind, d)))
+    first = next(d for kind, d in events if kind == "step")
+    assert f"{first['loss']:.3f}" == "4.505"
+
+
+def test_training_lowers_loss_and_saves_a_reloadable_checkpoint(tmp_path):
+    tc = TrainConfig(steps=60, batch_size=8, eval_every=30, sample_every=30, sample_chars=20, snapshot_every=30)
+    trainer = Trainer(TINY, tc, TEXT, "toy", out_dir=tmp_path / "run")
+    kinds = []
+    assert trainer.run(lambda kind, d: kinds.append(kind)) == "finished"
+    h = trainer.history
+    assert h["eval_step"] == [0, 30, 60] and h["eval_val"][-1] < h["eval_val"][0] - 1
+    assert kinds.count("sample") == 2 and kinds[-1] == "done"
+    loaded = ckpt.load_checkpoint(tmp_path / "run")
+    assert loaded.meta["step"] == 60 and loaded.meta["status"] == "finished"
+    ids = trainer.val_ids
+    assert evaluate(loaded.model, ids) == pytest.approx(trainer.final_val, abs=1e-6)
+    assert [s for s, _ in ckpt.list_snapshots(tmp_path / "run")] == [0, 30, 60]
+
+
+def test_resume_continues_from_the_saved_step(tmp_path):
+    Trainer(TINY, TrainConfig(steps=10, batch_size=4, final_eval=False), TEXT, out_dir=tmp_path / "r").run()
+    resumed = Trainer(TINY, TrainConfig(steps=15, batch_size=4, final_eval=False), TEXT, out_dir=tmp_path / "r",
+                      resume_from=tmp_path / "r")
+    assert resumed.start_step == 11 and resumed.optimizer.state  # AdamW moments restored
+    steps = []
+    resumed.run(lambda kind, d: steps.append(d["step"]) if kind == "step" else None)
+    assert steps == [11, 12, 13, 14, 15]
+    assert len(resumed.history["step"]) == 16
+
+
+def test_stop_ends_the_run_and_still_saves(tmp_path):
+    control = TrainControl()
+    trainer = Trainer(TINY, TrainConfig(steps=1000, batch_size=4, final_eval=False), TEXT, out_dir=tmp_path / "s")
+
+    def on_event(kind, d):
+        if kind == "step" and d["step"] == 4:
+            control.request_stop()
+
+    assert trainer.run(on_event, control) == "stopped"
+    assert ckpt.load_checkpoint(tmp_path / "s").meta["step"] == 4
+
+
+def test_diverging_loss_raises_and_keeps_the_last_good_checkpoint(tmp_path):
+    tc = TrainConfig(steps=200, batch_size=4, lr=1000.0, checkpoint_every=1, final_eval=False, eval_every=1000)
+    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "nan")
+    with pytest.raises(Diverged, match="last good checkpoint was kept"):
+        trainer.run()
+    loaded = ckpt.load_checkpoint(tmp_path / "nan")
+    assert all(torch.isfinite(p).all() for p in loaded.model.parameters())
+
+
+@pytest.mark.parametrize("bad, message", [({"lr": -1}, "lr must be"), ({"steps": 0}, "steps must be an integer"),
+                                          ({"batch_size": 10**6}, "batch_size must be"),
+                                          ({"lr": float("nan")}, "lr must be"), ({"schedule": "step"}, "schedule")])
+def test_absurd_hyperparameters_are_refused(bad, message):
+    with pytest.raises(TrainConfigError, match=message):
+        TrainConfig(**bad)
+
+
+def test_cosine_schedule_warms_up_then_decays_to_the_floor():
+    tc = TrainConfig(steps=100, lr=1.0, schedule="cosine", warmup=10, min_lr_ratio=0.1)
+    assert lr_at(0, tc) == pytest.approx(0.1) and lr_at(9, tc) == pytest.approx(1.0)
+    assert lr_at(100, tc) == pytest.approx(0.1) and lr_at(55, tc) == pytest.approx(0.55)
+    assert lr_at(50, TrainConfig()) == 3e-3
+
+
+def test_evaluate_scores_every_position_once():
+    trainer = Trainer(TINY, TrainConfig(steps=1), TEXT)
+    ids = trainer.val_ids[:100]
+    logits, _ = trainer.model.eval()(ids[None, :32])
+    # 99 targets: three full windows of 32 and a tail of 3
+    total = 0.0
+    for s in (0, 32, 64, 96):
+        x, y = ids[s:min(s + 32, 99)], ids[s + 1:min(s + 33, 100)]
+        total += torch.nn.functional.cross_entropy(trainer.model(x[None])[0][0], y, reduction="sum").item()
+    assert evaluate(trainer.model, ids) == pytest.approx(total / 99, rel=1e-5)
+    assert math.isfinite(total)
