@@ -18,6 +18,9 @@ import torch
 from .train import TrainControl
 
 
+ACTIVE = ("starting", "running", "paused", "stopping")
+
+
 class JobRefused(RuntimeError):
     """A job could not start because another one is active."""
 
@@ -26,7 +29,7 @@ class JobRefused(RuntimeError):
 class JobState:
     name: str
     kind: str
-    status: str = "starting"  # starting | running | paused | finished | stopped | failed
+    status: str = "starting"  # starting | running | paused | stopping | finished | stopped | failed
     message: str = ""
     progress: float = 0.0  # 0..1
     data: dict = field(default_factory=dict)  # job-specific live data (curves, samples, ...)
@@ -35,7 +38,7 @@ class JobState:
 
     @property
     def active(self) -> bool:
-        return self.status in ("starting", "running", "paused")
+        return self.status in ACTIVE
 
 
 class Job:
@@ -55,7 +58,7 @@ class Job:
     def _main(self):
         # Thread counts are per thread in torch: this must run here, not in the thread that started the job.
         torch.set_num_threads(self._threads or torch.get_num_threads())
-        self.update(status="running")
+        self._move("starting", status="running")  # a pause or stop clicked before this line wins
         try:
             final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")
             self.update(status=final, ended=time.time())
@@ -81,16 +84,27 @@ class Job:
         with self._lock:
             return copy.deepcopy(self.state)
 
+    def _move(self, *from_statuses: str, **changes) -> bool:
+        """Apply changes only while the status is one of from_statuses; True if applied."""
+        with self._lock:
+            if self.state.status not in from_statuses:
+                return False
+            for key, value in changes.items():
+                setattr(self.state, key, value)
+            return True
+
+    # A finished job must stay finished: a late click on Pause would otherwise mark it active forever.
     def pause(self):
-        self.control.pause()
-        self.update(status="paused")
+        if self._move("starting", "running", status="paused"):
+            self.control.pause()
 
     def resume(self):
-        self.control.resume()
-        self.update(status="running")
+        if self._move("paused", status="running"):
+            self.control.resume()
 
     def stop(self):
-        self.control.request_stop()
+        if self._move("starting", "running", "paused", status="stopping"):
+            self.control.request_stop()
 
     def join(self, timeout: float | None = None):
         self._thread.join(timeout)
@@ -120,6 +134,12 @@ class JobRegistry:
     def get(self, name: str) -> Job | None:
         with self._lock:
             return self.jobs.get(name)
+
+    def live(self, kind: str | None = None) -> dict[str, str]:
+        """{name: status} of the active jobs (of one kind)."""
+        with self._lock:
+            return {n: j.state.status for n, j in self.jobs.items()
+                    if j.state.active and (kind is None or j.state.kind == kind)}
 
     def latest(self, kind: str | None = None) -> Job | None:
         with self._lock:

@@ -226,8 +226,12 @@ class Trainer:
                 "params": self.model.num_params()}
 
     def save(self, status: str, wall_time: float) -> None:
-        if self.out_dir is not None:
-            ckpt.save_checkpoint(self.out_dir, self.model, self.tokenizer, self.meta(status, wall_time), self.optimizer)
+        if self.out_dir is None:
+            return
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise Diverged(f"weights became NaN or infinite by step {self.step}; the last good checkpoint was kept. "
+                           "Try a smaller learning rate or gradient clipping.")
+        ckpt.save_checkpoint(self.out_dir, self.model, self.tokenizer, self.meta(status, wall_time), self.optimizer)
 
     def run(self, on_event: Event | None = None, control: TrainControl | None = None,
             after_backward: Callable[["Trainer"], None] | None = None) -> str:

@@ -27,7 +27,7 @@ def test_training_lowers_loss_and_saves_a_reloadable_checkpoint(tmp_path):
     assert trainer.run(lambda kind, d: kinds.append(kind)) == "finished"
     h = trainer.history
     assert h["eval_step"] == [0, 30, 60] and h["eval_val"][-1] < h["eval_val"][0] - 1
-    assert kinds.count("sample") == 2 and kinds[-1] == "done"
+    assert kinds.count("sample") == 3 and kinds[-1] == "done"
     loaded = ckpt.load_checkpoint(tmp_path / "run")
     assert loaded.meta["step"] == 60 and loaded.meta["status"] == "finished"
     ids = trainer.val_ids
@@ -67,7 +67,7 @@ def test_diverging_loss_raises_and_keeps_the_last_good_checkpoint(tmp_path):
     assert all(torch.isfinite(p).all() for p in loaded.model.parameters())
 
 
-@pytest.mark.parametrize("bad, message", [({"lr": -1}, "lr must be"), ({"steps": 0}, "steps must be an integer"),
+@pytest.mark.parametrize("bad, message", [({"lr": -1}, "lr must be"), ({"steps": -1}, "steps must be an integer"),
                                           ({"batch_size": 10**6}, "batch_size must be"),
                                           ({"lr": float("nan")}, "lr must be"), ({"schedule": "step"}, "schedule")])
 def test_absurd_hyperparameters_are_refused(bad, message):

@@ -1,0 +1,83 @@
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from gptcore.demos import multihead as mh
+from gptcore.demos.plots import weights_heatmap
+from gptcore.model import Attention
+from gptcore.ui import show_source
+
+T, D = 5, 8  # the tutorial's sequence length and width
+
+st.title("Multi-head attention, and attention's blindness to order")
+
+# --- heads -----------------------------------------------------------------------------------------------
+st.header("1 · Many heads for the price of one")
+st.markdown(
+    """
+One set of Q/K/V projections expresses one way of looking around. A position may need several at once: the last
+noun, the subject of the sentence, the opening quote mark. Multi-head attention cuts the *d_model* channels into
+*h* slices of *d_head = d_model / h*, runs attention in each slice independently, concatenates the results and
+mixes them with the output matrix W_O. The projections are still four *d_model × d_model* matrices, so the
+parameter count does not depend on *h* — the table counts the parameters of gptcore's own `Attention` at the
+tutorial's *d_model* = 128.
+"""
+)
+st.dataframe(st.cache_data(mh.attention_param_counts)(), hide_index=True, key="param-counts")
+st.markdown(
+    f"""
+Same input (the tutorial's *x*, {T} positions × {D} channels), same weights, different head counts: each head
+scores with its own *d_head* channels of q and k, so each finds its own pattern (causal mask on).
+"""
+)
+n_head = st.segmented_control("Number of heads", [1, 2, 4], default=2, key="mh-heads", required=True)
+patterns = mh.head_patterns(n_head)
+fig = make_subplots(rows=1, cols=n_head, subplot_titles=[f"head {h} (channels {h * D // n_head}–"
+                                                         f"{(h + 1) * D // n_head - 1})" for h in range(n_head)])
+for h in range(n_head):
+    fig.add_heatmap(z=patterns[h].numpy(), zmin=0, zmax=1, colorscale="Blues", showscale=h == 0, row=1, col=h + 1,
+                    text=[[f"{v:.2f}" for v in row] for row in patterns[h].tolist()], texttemplate="%{text}",
+                    hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>")
+fig.update_yaxes(autorange="reversed", title_text="query")
+fig.update_xaxes(title_text="key")
+fig.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10))
+st.plotly_chart(fig, key="mh-patterns")
+show_source(mh.attention_param_counts, mh.head_patterns, mh.model_attention, Attention)
+
+# --- permutations ----------------------------------------------------------------------------------------
+st.header("2 · Attention does not know the order")
+st.markdown(
+    """
+Shuffle the input positions and plain attention just shuffles its output the same way: each position's result
+is unchanged. To attention a sequence is a **set** — *dog bites man* and *man bites dog* look the same. The check
+below is the tutorial's (*T* = 5, *d* = 8, seed 0; *x*, then W_Q, W_K, W_V), run through the model's `Attention`
+with those weights: is `attn(x)[perm]` equal to `attn(x[perm])`?
+"""
+)
+perm_text = st.text_input(f"New order of the positions 0–{T - 1}", "4, 2, 0, 1, 3", key="mh-perm")
+try:
+    perm = mh.parse_permutation(perm_text, T)
+except ValueError as e:
+    st.error(f"Cannot use that order: {e}.")
+    perm = None
+
+if perm is not None:
+    results = mh.permutation_table(perm, n_head)
+    st.dataframe(results.style.format({"max |difference|": "{:.2e}"}), hide_index=True, key="perm-table")
+    st.markdown(
+        """
+The causal mask brings in a little order: after shuffling, a token may see different neighbours, so the
+result changes. RoPE brings in real order: each q and k is rotated by the position it now sits at. Without one
+of them — in practice, without RoPE or a position embedding — the model cannot tell word order apart.
+"""
+    )
+    variant = st.radio("Show the outputs for", list(mh.VARIANTS), key="mh-variant", horizontal=True)
+    check = mh.permutation_check(perm, n_head, *mh.VARIANTS[variant])
+    limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for all three panels
+    cols = st.columns(3)
+    for col, (name, z, scale) in zip(cols, (
+            ("attn(x)[perm]", check["attn(x)[perm]"], "RdBu"),
+            ("attn(x[perm])", check["attn(x[perm])"], "RdBu"),
+            ("difference", check["attn(x)[perm]"] - check["attn(x[perm])"], "PiYG"))):
+        col.plotly_chart(weights_heatmap(z, title=name, zmin=-limit, zmax=limit, colorscale=scale, decimals=1,
+                                         x_title="channel", y_title="row", height=300), key=f"perm-{name}")
+show_source(mh.parse_permutation, mh.permutation_check, mh.tutorial_inputs)

@@ -1,0 +1,89 @@
+"""The Inspect page in a real browser: it renders its figures without an exception; screenshots go to artifacts/."""
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def wait_healthy(url: str, server: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"streamlit did not answer at {url} within {timeout}s")
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    if not Path(CHROMIUM).exists():
+        print(f"skipping: {CHROMIUM} not found")
+        pytest.skip(f"{CHROMIUM} not found")
+    if not _has_module("playwright"):
+        print("skipping: the playwright Python package is not installed")
+        pytest.skip("playwright is not installed")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_healthy(url, server)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_inspector_page_renders_in_chromium(server_url):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{server_url}/inspector", timeout=60_000)
+            page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=60_000)
+            # the grid and the enlarged head of the first tab are drawn by Plotly in the browser
+            page.locator(".js-plotly-plot .heatmaplayer").nth(1).wait_for(timeout=60_000)
+            page.wait_for_timeout(1500)
+            assert page.locator("[data-testid='stException']").count() == 0
+            page.screenshot(path=str(ARTIFACTS / "inspector-attention.png"), full_page=True)
+            for tab, shot in (("Predictions", "inspector-predictions.png"), ("Head finder", "inspector-heads.png"),
+                              ("Over training", "inspector-training.png")):
+                page.get_by_role("tab", name=tab).click()
+                page.wait_for_timeout(1500)
+                assert page.locator("[data-testid='stException']").count() == 0
+                page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+        finally:
+            browser.close()
+    assert (ARTIFACTS / "inspector-attention.png").stat().st_size > 10_000
