@@ -4,12 +4,16 @@ import streamlit as st
 
 from gptcore.ui import sidebar
 
-st.set_page_config(page_title="GPT Explorer", page_icon="🧩", layout="wide")
+st.set_page_config(page_title="GPT Explorer", page_icon=":material/hub:", layout="wide")
 
 # Learning order. Each concept page adds its own line here.
 PAGES = {
-    "Start": [st.Page("pages/home.py", title="Learning path", icon="🧭", default=True)],
+    "Start": [st.Page("pages/home.py", title="Learning path", icon=":material/route:", default=True)],
     "Concepts": [
+        st.Page("pages/averaging_to_attention.py", title="From averaging to attention", icon=":material/functions:"),
+        st.Page("pages/sqrt_d_scaling.py", title="Why divide by √d_k", icon=":material/straighten:"),
+        st.Page("pages/multihead_order.py", title="Multi-head attention & order", icon=":material/shuffle:"),
+        st.Page("pages/rope.py", title="RoPE", icon=":material/rotate_right:"),
     ],
     "Model lab": [
         st.Page("pages/inspector.py", title="Inspect", icon="🔬"),

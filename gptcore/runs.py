@@ -1,0 +1,376 @@
+"""Training runs for the app: corpus sources, the background training job, and the runs under checkpoints/.
+
+A run is a folder checkpoints/<name>/ written by `RunTrainer` (a Trainer that also records where its
+corpus came from and refuses to save non-finite weights). Its meta.json is the source of truth for
+the runs table; a run whose meta.json still says "running" while no job of this process trains it
+was cut off by a crash or restart, and is listed as "interrupted" (its last checkpoint resumes it).
+"""
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from . import checkpoint as ckpt
+from .baselines import bigram_val_loss, uniform_loss
+from .config import GPTConfig
+from .data import (DOWNLOAD_CACHE, TINYSTORIES_VALID_URL, Corpus, CorpusError, builtin_corpus, decode_corpus,
+                   download_tinystories_valid, load_corpus, unknown_warning)
+from .jobs import Job, JobRefused, JobRegistry
+from .model import GPT
+from .train import INIT_LOCK, Diverged, TrainConfig, Trainer
+
+JOB_KIND = "train"
+SOURCE_KINDS = {"builtin": "Built-in stories", "upload": "Upload a text file", "file": "A file on the server",
+                "tinystories": "TinyStories validation split (download)"}
+
+
+# ---------------------------------------------------------------- corpora
+
+def load_source(source: dict, upload: bytes | None = None,
+                progress: Callable[[int, int | None], None] | None = None) -> Corpus:
+    """The corpus a source describes; every problem with it becomes a CorpusError.
+
+    source: {"kind": "builtin", "chars", "seed"} | {"kind": "file", "path", "max_chars"} |
+            {"kind": "upload", "name", "max_chars"} (bytes in `upload`) | {"kind": "tinystories", "max_chars"}
+    """
+    kind, max_chars = source.get("kind"), source.get("max_chars")
+    if kind == "builtin":
+        if not 1 <= int(source["chars"]) <= 50_000_000:
+            raise CorpusError("the built-in corpus size must be from 1 to 50,000,000 characters")
+        return builtin_corpus(int(source["chars"]), int(source["seed"]))
+    if kind == "file":
+        path = str(source.get("path") or "").strip()
+        if not path:
+            raise CorpusError("enter the path of a UTF-8 text file on the server")
+        return load_corpus(path, max_chars)
+    if kind == "upload":
+        if upload is None:
+            raise CorpusError("choose a text file to upload")
+        corpus = Corpus(decode_corpus(upload, source.get("name", "the upload")), f"upload {source.get('name')}")
+    elif kind == "tinystories":
+        path = download_tinystories_valid(progress=progress)
+        corpus = load_corpus(str(path), None)
+        corpus = Corpus(corpus.text, "TinyStories validation split")
+    else:
+        raise CorpusError(f"unknown corpus source {kind!r}")
+    if max_chars is not None and len(corpus.text) > max_chars:
+        corpus = Corpus(corpus.text[:max_chars], f"{corpus.description}, first {max_chars:,} chars")
+    return corpus
+
+
+def tinystories_cached() -> bool:
+    target = DOWNLOAD_CACHE / Path(TINYSTORIES_VALID_URL).name
+    return target.is_file() and target.stat().st_size > 0
+
+
+def reloadable(source: dict | None) -> bool:
+    """Can this source be loaded again later (to continue a run) without the user's help?"""
+    return bool(source) and source.get("kind") in ("builtin", "file", "tinystories")
+
+
+# ---------------------------------------------------------------- summaries
+
+def count_params(cfg: GPTConfig) -> int:
+    """Parameter count of a config, built on the meta device: no memory, no random draws."""
+    with INIT_LOCK, torch.device("meta"):
+        return GPT(cfg).num_params()
+
+
+def describe_model(cfg: GPTConfig) -> str:
+    norm = {"rms": "RMSNorm", "layer": "LayerNorm"}[cfg.norm]
+    position = {"rope": f"RoPE θ={cfg.rope_theta:g}", "learned": "learned positions", "none": "no positions"}
+    ffn = {"swiglu": "SwiGLU", "relu": "ReLU MLP", "gelu": "GELU MLP"}[cfg.ffn]
+    return (f"d_model {cfg.d_model} · {cfg.n_layer} layers · {cfg.n_head} heads of {cfg.d_head} · "
+            f"{ffn} d_ff {cfg.d_ff} · context {cfg.context} · vocab {cfg.vocab_size} · "
+            f"{cfg.norm_placement}-{norm} · {position[cfg.position]} · "
+            f"{'scaled' if cfg.scale_attention else 'unscaled'} attention")
+
+
+def describe_training(tc: TrainConfig) -> str:
+    schedule = "constant" if tc.schedule == "constant" else \
+        f"cosine to {tc.min_lr_ratio:g}×, warmup {tc.warmup}"
+    clip = f" · clip {tc.grad_clip:g}" if tc.grad_clip else ""
+    return (f"{tc.steps + 1:,} steps · batch {tc.batch_size} · AdamW lr {tc.lr:g} ({schedule}) · "
+            f"weight decay {tc.weight_decay:g}{clip} · eval every {tc.eval_every} · seed {tc.seed}")
+
+
+def smooth(values: list[float], weight: float = 0.9) -> list[float]:
+    """Exponential moving average with bias correction, so the first points are not pulled to 0."""
+    out, avg = [], 0.0
+    for i, v in enumerate(values, 1):
+        avg = weight * avg + (1 - weight) * v
+        out.append(avg / (1 - weight ** i))
+    return out
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s" if m else f"{s}s"
+
+
+# ---------------------------------------------------------------- the trainer and its job
+
+def _non_finite(tensors) -> str | None:
+    """'NaN' or 'infinite' if any tensor holds such a value, else None."""
+    bad = [t for t in tensors if t is not None and not torch.isfinite(t).all()]
+    if not bad:
+        return None
+    return "NaN" if any(t.isnan().any() for t in bad) else "infinite"
+
+
+class RunTrainer(Trainer):
+    """The app's Trainer: records its corpus source in meta.json and never writes non-finite weights.
+
+    Trainer checks the loss; a finite loss can still produce NaN gradients (an overflow in backward),
+    and AdamW would write them into every weight in one step. Checking the gradients before each
+    update keeps every saved checkpoint finite.
+    """
+
+    def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, corpus: Corpus, source: dict | None,
+                 out_dir: Path, resume_from: Path | None = None):
+        super().__init__(model_cfg, tc, corpus.text, corpus.description, out_dir=out_dir, resume_from=resume_from)
+        self.source = source
+
+    def meta(self, status: str, wall_time: float) -> dict:
+        return {**super().meta(status, wall_time), "corpus_source": self.source}
+
+    def save(self, status: str, wall_time: float) -> None:
+        if kind := _non_finite(self.model.parameters()):
+            raise Diverged(f"the weights became {kind} at step {self.step}")
+        super().save(status, wall_time)
+
+    def run(self, on_event=None, control=None, after_backward=None) -> str:
+        def guard(trainer: Trainer):
+            if kind := _non_finite(p.grad for p in trainer.model.parameters()):
+                raise Diverged(f"the gradients became {kind} at step {trainer.step + 1}")
+            if after_backward is not None:
+                after_backward(trainer)
+
+        return super().run(on_event, control, guard)
+
+
+def last_checkpoint_step(directory: Path) -> int | None:
+    meta = ckpt.read_meta(directory)
+    return int(meta["step"]) if (Path(directory) / "model.safetensors").is_file() and "step" in meta else None
+
+
+def diverged_message(trainer: Trainer, error: Diverged) -> str:
+    """Say what blew up, what was kept, and what to try; mark the kept checkpoint as diverged."""
+    cause = str(error).split(";")[0]
+    kept = last_checkpoint_step(trainer.out_dir)
+    if kept is None:
+        saved = "No checkpoint had been saved yet, so nothing was written."
+    else:
+        saved = f"The last good checkpoint (step {kept:,}) is kept in {trainer.out_dir}; nothing after it was saved."
+        ckpt.update_meta(trainer.out_dir, status="diverged", message=f"diverged: {cause}")
+    return (f"Training diverged: {cause}. {saved} "
+            "Try a smaller learning rate, warmup, gradient clipping or less weight decay.")
+
+
+def baseline_losses(trainer: Trainer) -> dict:
+    V = trainer.tokenizer.vocab_size
+    return {"uniform": uniform_loss(V), "bigram": bigram_val_loss(trainer.train_ids, trainer.val_ids, V)}
+
+
+def _training_job(trainer: RunTrainer, name: str) -> Callable[[Job], str]:
+    """The job function: runs the trainer in the job's thread and mirrors its events into job.data."""
+    tc, history = trainer.tc, trainer.history
+
+    def on_event(job: Job, kind: str, d: dict):
+        if kind == "step":
+            done = d["step"] - trainer.start_step + 1
+            job.update(progress=done / max(1, tc.steps - trainer.start_step + 1),
+                       data={k: d[k] for k in ("step", "loss", "tokens_per_s", "eta_s", "elapsed_s")})
+            job.append("curve_step", d["step"])
+            job.append("curve_loss", d["loss"])
+        elif kind == "eval":
+            job.append("evals", d)
+        elif kind == "sample":
+            job.append("samples", d)
+        elif kind == "checkpoint":
+            job.update(data={"checkpoint_step": d["step"]})
+        elif kind == "final_eval":
+            job.update(data={"final_val": d["val"]})
+        elif kind == "done":
+            job.update(data={"elapsed_s": d["wall_time"], "checkpoint_step": d["step"], "eta_s": 0.0})
+
+    def fn(job: Job) -> str:
+        job.update(data={
+            "run": name, "out_dir": str(trainer.out_dir), "params": trainer.model.num_params(),
+            "model": trainer.cfg.to_dict(), "train": tc.to_dict(), "corpus": trainer.corpus_description,
+            "model_summary": describe_model(trainer.cfg), "train_summary": describe_training(tc),
+            "total_steps": tc.steps, "start_step": trainer.start_step, "step": trainer.start_step - 1,
+            "curve_step": list(history["step"]), "curve_loss": list(history["train_loss"]),
+            "evals": [{"step": s, "train": t, "val": v} for s, t, v in
+                      zip(history["eval_step"], history["eval_train"], history["eval_val"])],
+            "samples": [], "unknown": unknown_warning(trainer.unknown), **baseline_losses(trainer)})
+        try:
+            return trainer.run(lambda kind, d: on_event(job, kind, d), job.control)
+        except Diverged as e:
+            job.update(data={"diverged": True})
+            raise Diverged(diverged_message(trainer, e)) from None
+
+    return fn
+
+
+def start_run(registry: JobRegistry, trainer: RunTrainer) -> Job:
+    """Train in a background job named after the run folder; JobRefused names the job in the way."""
+    name = trainer.out_dir.name
+    return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
+
+
+def refuse_if_busy(registry: JobRegistry) -> None:
+    """Raise JobRefused before any expensive set-up if a job is already running."""
+    job = registry.active()
+    if job is not None:
+        raise JobRefused(f"'{job.state.name}' ({job.state.kind}) is already running; "
+                         "stop it or wait for it to finish before starting another job.")
+
+
+# ---------------------------------------------------------------- runs on disk
+
+@dataclass
+class RunInfo:
+    name: str
+    path: Path
+    status: str
+    step: int
+    total_steps: int
+    best_val: float | None
+    final_val: float | None
+    wall_time: float
+    params: int | None
+    corpus: str
+    saved: float  # mtime of meta.json
+    has_weights: bool
+    meta: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def resumable(self) -> bool:
+        return self.has_weights and self.status not in ("running", "paused", "stopping")
+
+    @property
+    def history(self) -> dict:
+        return self.meta.get("history") or {}
+
+
+def run_status(meta: dict, name: str, live: dict[str, str]) -> str:
+    if name in live:
+        return live[name]
+    status = str(meta.get("status", "unknown"))
+    return "interrupted" if status == "running" else status
+
+
+def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
+    path = Path(path)
+    meta = ckpt.read_meta(path)
+    history = meta.get("history") or {}
+    vals = [v for v in history.get("eval_val", []) if isinstance(v, (int, float)) and math.isfinite(v)]
+    return RunInfo(
+        name=path.name, path=path, status=run_status(meta, path.name, live or {}),
+        step=int(meta.get("step", -1)), total_steps=int((meta.get("train_config") or {}).get("steps", 0)),
+        best_val=min(vals) if vals else None, final_val=meta.get("final_val_loss"),
+        wall_time=float(meta.get("wall_time") or 0.0), params=meta.get("params"), corpus=str(meta.get("corpus", "")),
+        saved=(path / "meta.json").stat().st_mtime, has_weights=(path / "model.safetensors").is_file(), meta=meta)
+
+
+def list_runs(root: Path | None = None, live: dict[str, str] | None = None) -> list[RunInfo]:
+    """Every checkpoints/<name>/ with a meta.json, newest first."""
+    root = Path(root or ckpt.CHECKPOINT_ROOT)
+    if not root.is_dir():
+        return []
+    found = [read_run(p, live) for p in root.iterdir() if (p / "meta.json").is_file()]
+    return sorted(found, key=lambda r: r.saved, reverse=True)
+
+
+def runs_frame(runs: list[RunInfo]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "run": [r.name for r in runs],
+        "status": [r.status for r in runs],
+        "steps": [f"{r.step + 1:,} / {r.total_steps + 1:,}" for r in runs],
+        "best val (estimate)": [r.best_val for r in runs],
+        "final val (whole split)": [r.final_val for r in runs],
+        "wall time": [format_duration(r.wall_time) for r in runs],
+        "params": [r.params for r in runs],
+        "corpus": [r.corpus for r in runs],
+        "saved": [pd.Timestamp(r.saved, unit="s", tz="UTC").tz_convert(None).floor("s") for r in runs],
+    })
+
+
+def run_curves(runs: list[RunInfo], smoothing: float = 0.9) -> pd.DataFrame:
+    """Long table (run, series, step, loss): smoothed train loss and val estimates of each run."""
+    frames = []
+    for r in runs:
+        h = r.history
+        if h.get("step"):
+            frames.append(pd.DataFrame({"run": r.name, "series": "train (smoothed)", "step": h["step"],
+                                        "loss": smooth(h["train_loss"], smoothing)}))
+        if h.get("eval_step"):
+            frames.append(pd.DataFrame({"run": r.name, "series": "val", "step": h["eval_step"],
+                                        "loss": h["eval_val"]}))
+    if not frames:
+        return pd.DataFrame(columns=["run", "series", "step", "loss"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def zip_run(path: Path) -> bytes:
+    """The run folder as a zip whose entries sit under <name>/ (temporary files left out)."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        for file in sorted(path.rglob("*")):
+            if file.is_file() and not file.name.endswith(".tmp"):
+                z.write(file, Path(path.name) / file.relative_to(path))
+    return buffer.getvalue()
+
+
+def suggest_name(base: str, root: Path | None = None) -> str:
+    """base-1, base-2, ...: the first name not taken under root."""
+    root = Path(root or ckpt.CHECKPOINT_ROOT)
+    base = ckpt.safe_name(base)
+    n = 1
+    while (root / f"{base}-{n}").exists():
+        n += 1
+    return f"{base}-{n}"
+
+
+def new_run_dir(name: str, root: Path | None = None) -> Path:
+    directory = ckpt.checkpoint_dir(name, root)
+    if directory.exists():
+        raise ckpt.CheckpointError(f"a run named {directory.name!r} already exists; choose another name, "
+                                   "or continue that run from the runs table")
+    return directory
+
+
+def _refuse_live(name: str, registry: JobRegistry, action: str) -> None:
+    if name in registry.live():
+        raise ckpt.CheckpointError(f"cannot {action} {name!r} while it is training; stop it first")
+
+
+def rename_run(path: Path, new_name: str, registry: JobRegistry, root: Path | None = None) -> Path:
+    _refuse_live(Path(path).name, registry, "rename")
+    return ckpt.rename_checkpoint(path, new_name, root or Path(path).parent)
+
+
+def delete_run(path: Path, registry: JobRegistry, root: Path | None = None) -> None:
+    _refuse_live(Path(path).name, registry, "delete")
+    ckpt.delete_checkpoint(path, root or Path(path).parent)
+
+
+def resume_config(run: RunInfo, until_step: int) -> TrainConfig:
+    """The run's own hyperparameters with a new last step."""
+    if until_step <= run.step:
+        raise ValueError(f"{run.name} is already at step {run.step:,}; train until a later step")
+    return TrainConfig.from_dict({**(run.meta.get("train_config") or {}), "steps": int(until_step)})
+

@@ -1,0 +1,12 @@
+from browser_support import app_server, browser_page, require_chromium, screenshot, wait_for_app
+
+
+def test_home_page_renders_without_exception_in_chromium():
+    require_chromium()
+    with app_server() as url, browser_page() as page:
+        page.goto(url)
+        wait_for_app(page)
+        page.get_by_text("GPT Explorer").first.wait_for()
+        assert page.locator('[data-testid="stException"]').count() == 0
+        shot = screenshot(page, "home")
+    assert shot.stat().st_size > 10_000
