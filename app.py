@@ -14,8 +14,13 @@ PAGES = {
         st.Page("pages/sqrt_d_scaling.py", title="Why divide by √d_k", icon=":material/straighten:"),
         st.Page("pages/multihead_order.py", title="Multi-head attention & order", icon=":material/shuffle:"),
         st.Page("pages/rope.py", title="RoPE", icon=":material/rotate_right:"),
+        st.Page("pages/ffn_swiglu.py", title="FFN and SwiGLU", icon=":material/call_split:"),
+        st.Page("pages/residual_norm.py", title="Residual stream & norms", icon=":material/stacked_line_chart:"),
+        st.Page("pages/assembled_gpt.py", title="The assembled GPT", icon=":material/account_tree:"),
+        st.Page("pages/hyperparameters.py", title="Hyperparameters", icon=":material/tune:"),
     ],
     "Model lab": [
+        st.Page("pages/training.py", title="Train", icon=":material/model_training:"),
         st.Page("pages/inspector.py", title="Inspect", icon="🔬"),
     ],
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -73,6 +74,26 @@ def attention_patterns(model: GPT, tokenizer: CharTokenizer, text: str) -> torch
 def token_labels(text: str) -> list[str]:
     """One readable label per character: spaces, newlines and tabs become visible symbols."""
     return [VISIBLE.get(c, c) for c in text]
+
+
+def repeat_position(text: str) -> int | None:
+    """Where a capitalised word (a name, say) first comes back: the index of its first letter, or None."""
+    seen = set()
+    for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
+        if match.group() in seen:
+            return match.start()
+        seen.add(match.group())
+    return None
+
+
+def repeated_random_text(tokenizer: CharTokenizer, length: int, seed: int = 0) -> str:
+    """length random vocabulary characters, twice: in the second copy only an induction head can predict.
+
+    Drawn from a private generator, so it never disturbs anyone's global random state.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(tokenizer.vocab_size, (length,), generator=generator)
+    return tokenizer.decode(ids) * 2
 
 
 def head_names(n_layer: int, n_head: int) -> list[str]:
@@ -153,7 +174,7 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, te
 
 
 def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, mark: int | None = None) -> str:
-    """text as HTML spans shaded by weights (0..1); newlines drawn as ⏎ so their weight is visible too.
+    """text as HTML spans shaded by weights (0..1); a newline is drawn as ⏎ (so its weight shows) and breaks the line.
 
     title(i) gives an optional tooltip per character; the character at `mark` is boxed.
     """
@@ -162,7 +183,7 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
         w = float(np.clip(w, 0.0, 1.0)) if np.isfinite(w) else 0.0
         tip = f' title="{html.escape(title(i))}"' if title else ""
         box = "; outline: 2px solid #222" if i == mark else ""
-        shown = html.escape("⏎" if c == "\n" else c)
+        shown = "⏎\n" if c == "\n" else html.escape(c)
         spans.append(f'<span style="background: rgba({colour}, {w:.3f}){box}"{tip}>{shown}</span>')
     return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 0.95rem">'
             + "".join(spans) + "</div>")

@@ -14,37 +14,47 @@ ATTENTION_SCALE = "Blues"
 SCORE_LABELS = {"previous_token": "previous token", "first_token": "first token", "induction": "induction"}
 
 
+def panel_domains(n: int, gap: float) -> list[tuple[float, float]]:
+    """n equal [start, end] intervals of [0, 1] separated by gap."""
+    size = (1 - gap * (n - 1)) / n
+    return [(i * (size + gap), i * (size + gap) + size) for i in range(n)]
+
+
 def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = None,
                    title: str = "Attention of every layer (rows) and head (columns)") -> go.Figure:
-    """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix."""
+    """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix.
+
+    The layout is written out as one dict (what make_subplots would build) because make_subplots plus
+    per-axis updates cost most of a second for 16 panels, and the page redraws this on every change.
+    """
     L, H, T, _ = patterns.shape
     names = head_names(L, H)
-    titles = [f"<b>▶ {n}</b>" if selected == divmod(i, H) else n for i, n in enumerate(names)]
-    fig = make_subplots(rows=L, cols=H, subplot_titles=titles, horizontal_spacing=0.02,
-                        vertical_spacing=0.25 / L)
+    columns, rows = panel_domains(H, 0.02), panel_domains(L, 0.25 / L)[::-1]  # layer 0 on top
     z = patterns.numpy()
-    for layer in range(L):
-        for head in range(H):
-            fig.add_trace(go.Heatmap(
-                z=z[layer, head], coloraxis="coloraxis", name=names[layer * H + head],
-                hovertemplate=f"{names[layer * H + head]}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.3f}}"
-                              "<extra></extra>"), row=layer + 1, col=head + 1)
-    fig.update_xaxes(showticklabels=False, constrain="domain")
-    fig.update_yaxes(showticklabels=False, autorange="reversed", scaleanchor="x", constrain="domain")
-    # scaleanchor="x" above ties every y axis to the first x axis; each panel needs its own pair.
-    for i in range(L * H):
-        suffix = "" if i == 0 else str(i + 1)
-        fig.layout[f"yaxis{suffix}"].scaleanchor = f"x{suffix}"
-    fig.update_layout(title=title, coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=1,
-                                                  colorbar=dict(title="weight")),
-                      height=120 + 230 * L, margin=dict(l=10, r=10, t=90, b=10))
-    return fig
+    axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False, constrain="domain")
+    data, layout, titles = [], {}, []
+    for i, name in enumerate(names):
+        layer, head = divmod(i, H)
+        n = "" if i == 0 else str(i + 1)
+        data.append(dict(type="heatmap", z=z[layer, head], xaxis=f"x{n}", yaxis=f"y{n}", coloraxis="coloraxis",
+                         name=name, hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.3f}}"
+                                                  "<extra></extra>"))
+        layout[f"xaxis{n}"] = dict(domain=columns[head], anchor=f"y{n}", **axis)
+        # scaleanchor keeps the cells square, panel by panel
+        layout[f"yaxis{n}"] = dict(domain=rows[layer], anchor=f"x{n}", autorange="reversed", scaleanchor=f"x{n}",
+                                   **axis)
+        label = f"<b>▶ {name}</b>" if selected == (layer, head) else name
+        titles.append(dict(text=label, x=sum(columns[head]) / 2, y=rows[layer][1], xref="paper", yref="paper",
+                           xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=14)))
+    layout.update(title=dict(text=title), annotations=titles, height=120 + 230 * L,
+                  margin=dict(l=10, r=10, t=90, b=10),
+                  coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=1, colorbar=dict(title=dict(text="weight"))))
+    return go.Figure(dict(data=data, layout=layout))
 
 
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str) -> go.Figure:
     """One head's pattern with a character on every tick, and both characters in the hover."""
     T = len(labels)
-    ticks = [f"{c}" for c in labels]
     hover = np.empty((T, T, 2), dtype=object)
     hover[:, :, 0] = np.array(labels, dtype=object)[:, None]
     hover[:, :, 1] = np.array(labels, dtype=object)[None, :]
@@ -53,12 +63,11 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str) -> go.Fig
         colorbar=dict(title="weight"),
         hovertemplate="query %{y} '%{customdata[0]}' → key %{x} '%{customdata[1]}'<br>weight %{z:.3f}"
                       "<extra></extra>"))
-    axis = dict(tickmode="array", tickvals=list(range(T)), ticktext=ticks, tickangle=0,
-                tickfont=dict(size=9 if T > 64 else 11, family="monospace"))
-    size = max(420, 7 * T + 160)
-    fig.update_xaxes(title="key (attended to)", side="top", **axis)
-    fig.update_yaxes(title="query (attending)", autorange="reversed", **axis)
-    fig.update_layout(title=title, height=size, margin=dict(l=60, r=10, t=110, b=10))
+    axis = dict(tickmode="array", tickvals=list(range(T)), ticktext=labels, showgrid=False,
+                tickfont=dict(size=9 if T > 64 else 11, family="monospace"), constrain="domain")
+    fig.update_xaxes(title="key (attended to)", side="top", tickangle=0, **axis)
+    fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x", **axis)
+    fig.update_layout(title=title, height=max(460, 7 * T + 170), margin=dict(l=60, r=10, t=110, b=10))
     return fig
 
 
@@ -105,9 +114,10 @@ def score_heatmaps(scores: pd.DataFrame, n_layer: int, n_head: int) -> go.Figure
 def scores_over_training_figure(long: pd.DataFrame) -> go.Figure:
     frame = long.assign(score=long["score"].map(SCORE_LABELS))
     fig = px.line(frame, x="step", y="value", color="head", facet_col="score", markers=True,
+                  color_discrete_sequence=px.colors.qualitative.Dark24,  # 24 distinct colours: one per head
                   labels={"value": "score", "step": "training step"},
                   title="Head scores at each saved step")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 1])
-    fig.update_layout(height=380, margin=dict(t=80, b=10))
+    fig.update_layout(height=max(440, 120 + 20 * frame["head"].nunique()), margin=dict(t=80, b=10))
     return fig

@@ -57,9 +57,14 @@ def rope_tables(positions: torch.Tensor, d_head: int, theta: float = 10000.0):
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate interleaved channel pairs (x[..., 0::2], x[..., 1::2]) of x (..., T, d) by their angles."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+    """Rotate interleaved channel pairs (x[..., 0::2], x[..., 1::2]) of x (..., T, d) by their angles.
+
+    A pair (x1, x2) read as the complex number x1 + i·x2 turns by an angle when multiplied by
+    cos + i·sin: (x1·cos − x2·sin) + i·(x1·sin + x2·cos), the tutorial's two formulas, in one
+    kernel instead of six (slicing, four products, stack). The result is bitwise the same.
+    """
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # a view: no copy of x
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
 
 
 class Attention(nn.Module):
@@ -73,11 +78,14 @@ class Attention(nn.Module):
 
     def forward(self, x, rope=None, cache=None):
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=-1)
-        # (B, T, C) -> (B, H, T, d_head): each head attends inside its own d_head-dim subspace
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        # (B, T, 3C) -> (B, T, {q,k,v}, H, d_head): each head attends inside its own d_head-dim subspace
+        qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)
+        if rope is not None:  # q and k rotated together, in one kernel
+            cos, sin = rope
+            qk = apply_rope(qk, cos[:, None, None], sin[:, None, None])
+        # -> (B, H, T, d_head) views; unbind and split (not indexing) keep the backward free of zero-filled copies
+        q, k = (t.transpose(1, 2) for t in qk.unbind(2))
+        v = v.squeeze(2).transpose(1, 2)
         if cache is not None:
             k, v = cache.extend(k, v)
         # A single new query may see every cached key; a block of T queries over T keys needs the mask.

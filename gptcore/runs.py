@@ -1,16 +1,18 @@
 """Training runs for the app: corpus sources, the background training job, and the runs under checkpoints/.
 
 A run is a folder checkpoints/<name>/ written by `RunTrainer` (a Trainer that also records where its
-corpus came from and refuses to save non-finite weights). Its meta.json is the source of truth for
+corpus came from). Its meta.json is the source of truth for
 the runs table; a run whose meta.json still says "running" while no job of this process trains it
 was cut off by a crash or restart, and is listed as "interrupted" (its last checkpoint resumes it).
 """
 from __future__ import annotations
 
 import io
+import json
 import math
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -55,7 +57,7 @@ def load_source(source: dict, upload: bytes | None = None,
             raise CorpusError("choose a text file to upload")
         corpus = Corpus(decode_corpus(upload, source.get("name", "the upload")), f"upload {source.get('name')}")
     elif kind == "tinystories":
-        path = download_tinystories_valid(progress=progress)
+        path = download_tinystories_valid(cache_dir=DOWNLOAD_CACHE, progress=progress)
         corpus = load_corpus(str(path), None)
         corpus = Corpus(corpus.text, "TinyStories validation split")
     else:
@@ -66,6 +68,7 @@ def load_source(source: dict, upload: bytes | None = None,
 
 
 def tinystories_cached() -> bool:
+    """Is TinyStories' validation split already downloaded (so loading it needs no network)?"""
     target = DOWNLOAD_CACHE / Path(TINYSTORIES_VALID_URL).name
     return target.is_file() and target.stat().st_size > 0
 
@@ -87,7 +90,9 @@ def describe_model(cfg: GPTConfig) -> str:
     norm = {"rms": "RMSNorm", "layer": "LayerNorm"}[cfg.norm]
     position = {"rope": f"RoPE θ={cfg.rope_theta:g}", "learned": "learned positions", "none": "no positions"}
     ffn = {"swiglu": "SwiGLU", "relu": "ReLU MLP", "gelu": "GELU MLP"}[cfg.ffn]
-    return (f"d_model {cfg.d_model} · {cfg.n_layer} layers · {cfg.n_head} heads of {cfg.d_head} · "
+    layers = f"{cfg.n_layer} layer{'s' if cfg.n_layer != 1 else ''}"
+    heads = f"{cfg.n_head} head{'s' if cfg.n_head != 1 else ''} of {cfg.d_head}"
+    return (f"d_model {cfg.d_model} · {layers} · {heads} · "
             f"{ffn} d_ff {cfg.d_ff} · context {cfg.context} · vocab {cfg.vocab_size} · "
             f"{cfg.norm_placement}-{norm} · {position[cfg.position]} · "
             f"{'scaled' if cfg.scale_attention else 'unscaled'} attention")
@@ -110,6 +115,32 @@ def smooth(values: list[float], weight: float = 0.9) -> list[float]:
     return out
 
 
+def thin(xs: list, ys: list, limit: int = 2000) -> tuple[list, list]:
+    """Every k-th point (always keeping the last) so a chart never ships more than ~limit points."""
+    if len(xs) <= limit:
+        return xs, ys
+    k = math.ceil(len(xs) / limit)
+    keep = list(range(0, len(xs) - 1, k)) + [len(xs) - 1]
+    return [xs[i] for i in keep], [ys[i] for i in keep]
+
+
+def nice_interval(target: float) -> int:
+    """The 1-2-5 series value nearest below target (at least 1): 100, 50, 20, 10, 5, ..."""
+    if target < 1:
+        return 1
+    magnitude = 10 ** math.floor(math.log10(target))
+    return max(m * magnitude for m in (1, 2, 5) if m * magnitude <= target)
+
+
+def watch_defaults(tc: TrainConfig) -> TrainConfig:
+    """Samples and checkpoints about 15 times per run where a recipe says "only at the end".
+
+    Neither draws from the training random stream, so the run itself is unchanged.
+    """
+    every = nice_interval(tc.steps / 15)
+    return replace(tc, sample_every=tc.sample_every or every, checkpoint_every=tc.checkpoint_every or every)
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "–"
@@ -121,21 +152,8 @@ def format_duration(seconds: float | None) -> str:
 
 # ---------------------------------------------------------------- the trainer and its job
 
-def _non_finite(tensors) -> str | None:
-    """'NaN' or 'infinite' if any tensor holds such a value, else None."""
-    bad = [t for t in tensors if t is not None and not torch.isfinite(t).all()]
-    if not bad:
-        return None
-    return "NaN" if any(t.isnan().any() for t in bad) else "infinite"
-
-
 class RunTrainer(Trainer):
-    """The app's Trainer: records its corpus source in meta.json and never writes non-finite weights.
-
-    Trainer checks the loss; a finite loss can still produce NaN gradients (an overflow in backward),
-    and AdamW would write them into every weight in one step. Checking the gradients before each
-    update keeps every saved checkpoint finite.
-    """
+    """The app's Trainer: also records in meta.json how to load its corpus again, to continue later."""
 
     def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, corpus: Corpus, source: dict | None,
                  out_dir: Path, resume_from: Path | None = None):
@@ -144,20 +162,6 @@ class RunTrainer(Trainer):
 
     def meta(self, status: str, wall_time: float) -> dict:
         return {**super().meta(status, wall_time), "corpus_source": self.source}
-
-    def save(self, status: str, wall_time: float) -> None:
-        if kind := _non_finite(self.model.parameters()):
-            raise Diverged(f"the weights became {kind} at step {self.step}")
-        super().save(status, wall_time)
-
-    def run(self, on_event=None, control=None, after_backward=None) -> str:
-        def guard(trainer: Trainer):
-            if kind := _non_finite(p.grad for p in trainer.model.parameters()):
-                raise Diverged(f"the gradients became {kind} at step {trainer.step + 1}")
-            if after_backward is not None:
-                after_backward(trainer)
-
-        return super().run(on_event, control, guard)
 
 
 def last_checkpoint_step(directory: Path) -> int | None:
@@ -265,6 +269,14 @@ class RunInfo:
         return self.meta.get("history") or {}
 
 
+def model_summary(run: RunInfo) -> str:
+    """describe_model of the config saved next to the weights ('' if unreadable)."""
+    try:
+        return describe_model(GPTConfig.from_dict(json.loads((run.path / "config.json").read_text())["model"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def run_status(meta: dict, name: str, live: dict[str, str]) -> str:
     if name in live:
         return live[name]
@@ -304,7 +316,7 @@ def runs_frame(runs: list[RunInfo]) -> pd.DataFrame:
         "wall time": [format_duration(r.wall_time) for r in runs],
         "params": [r.params for r in runs],
         "corpus": [r.corpus for r in runs],
-        "saved": [pd.Timestamp(r.saved, unit="s", tz="UTC").tz_convert(None).floor("s") for r in runs],
+        "saved": [datetime.fromtimestamp(int(r.saved)) for r in runs],
     })
 
 

@@ -39,8 +39,22 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
 
 
 def sidebar() -> None:
+    registry = job_registry()
+
+    def job_status():  # one line about the background job, refreshed while it runs
+        job = registry.active() or registry.latest("train")
+        if job is None:
+            return
+        s = job.snapshot()
+        step, total = s.data.get("step"), s.data.get("total_steps")
+        where = f"step {max(step, 0):,}/{total:,}" if step is not None and total is not None else f"{s.progress:.0%}"
+        icon = {"running": "play_circle", "paused": "pause_circle", "stopping": "stop_circle",
+                "finished": "check_circle", "stopped": "stop_circle", "failed": "error"}.get(s.status, "circle")
+        st.caption(f":material/{icon}: {s.kind} **{s.name}** · {where} · {s.status}")
+
     with st.sidebar:
         st.caption("GPT Explorer · a LLaMA-style char-level GPT, part by part")
+        st.fragment(job_status, run_every=2 if registry.active() else None)()
 
 
 @st.cache_resource

@@ -1,3 +1,5 @@
+import time
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -35,12 +37,14 @@ tutorial's to the last digit.
 )
 example = avg.averaging_example()
 st.code(avg.tutorial_printout(example), language="text")
-table = pd.DataFrame({
-    "position": range(4),
-    "loop": [str(r) for r in example.loop[0].numpy().round(4).tolist()],
-    "matmul": [str(r) for r in example.matmul[0].numpy().round(4).tolist()],
-    "mask + softmax": [str(r) for r in example.softmax[0].numpy().round(4).tolist()],
-})
+
+
+def rows(tensor) -> list[str]:
+    return ["[" + ", ".join(f"{v:.4f}" for v in row) + "]" for row in tensor.tolist()]
+
+
+table = pd.DataFrame({"position t": range(4), "loop": rows(example.loop[0]), "matmul": rows(example.matmul[0]),
+                      "mask + softmax": rows(example.softmax[0])})
 st.dataframe(table, hide_index=True, key="three-ways-table")
 
 T = st.slider("Sequence length T for the weight matrices", 2, 12, 4, key="avg-T")
@@ -95,12 +99,19 @@ weight the future had taken, and the rows no longer sum to 1: a position's outpu
 """
     )
     leaky = avg.zero_future(avg.text_attention(text, sharpness, tied, causal=False, seed=int(seed)))
-    left, right = st.columns([3, 1])
-    left.plotly_chart(weights_heatmap(leaky, labels, labels, title="softmax first, then future zeroed",
-                                      decimals=1, height=520), key="att-after")
-    right.dataframe(pd.DataFrame({"query": labels, "mask first": weights.sum(-1).numpy().round(4),
-                                  "mask after": leaky.sum(-1).numpy().round(4)}),
-                    hide_index=True, height=520, key="row-sums")
+    sums = pd.DataFrame({"query": labels, "mask, then softmax": weights.sum(-1).numpy(),
+                         "softmax, then mask": leaky.sum(-1).numpy()})
+    left, right = st.columns(2)
+    left.plotly_chart(weights_heatmap(leaky, labels, labels, title="Softmax first, then the future zeroed",
+                                      height=520, annotate=len(text) <= 10), key="att-after")
+    bars = go.Figure()
+    for column in ("mask, then softmax", "softmax, then mask"):
+        bars.add_bar(y=sums["query"], x=sums[column], name=column, orientation="h")
+    bars.update_layout(height=520, margin=dict(l=10, r=10, t=40, b=10), title="Row sums",
+                       yaxis=dict(autorange="reversed", type="category"), xaxis_range=[0, 1.05],
+                       legend=dict(orientation="h", y=-0.12))
+    right.plotly_chart(bars, key="row-sums-chart")
+    st.dataframe(sums.set_index("query").T.style.format(precision=3), key="row-sums")
     show_source(avg.zero_future)
 
 # --- what leaks ------------------------------------------------------------------------------------------
@@ -145,11 +156,13 @@ else:
     def leak_progress():
         snap = job.snapshot()
         if snap.active:
-            st.progress(snap.progress, text=snap.message or snap.status)
+            st.progress(snap.progress, text=f"{snap.message or snap.status} · {time.time() - snap.started:.0f} s")
             if st.button("Stop", key="leak-stop"):
                 job.stop()
         elif snap.status == "failed":
             st.error(f"The demo failed: {snap.message}")
+        else:
+            st.caption(f"{snap.status.capitalize()} after {snap.ended - snap.started:.0f} s.")
         st.plotly_chart(loss_figure(snap.data), key="leak-curves")
         columns = st.columns(len(avg.LEAK_VARIANTS))
         for column, (variant, _) in zip(columns, avg.LEAK_VARIANTS):

@@ -1,12 +1,59 @@
 import streamlit as st
 
+from gptcore.config import GPTConfig
+from gptcore.model import GPT
+
 st.title("GPT Explorer")
 st.markdown(
     """
-A language model reads integers and predicts the next one. A **bigram** model looks only at the previous
-character: it learns that *q* is followed by *u*, but never that the *she* in a story means the *Lucy* named
-three sentences earlier. That needs every position to fetch information from any earlier position, chosen by
-content. This app builds such a model — a LLaMA-style GPT — one part at a time, lets you poke every part, and
-then trains the whole thing on your CPU to write children's stories.
+A language model reads a string of integers and predicts a distribution over the next one. A **bigram** model
+looks only at the previous character: it learns that *q* is followed by *u*, but never that the *she* in a story
+means the *Lucy* named three sentences earlier. For that, every position must be able to fetch information from
+any earlier position, and choose by content what to fetch.
+
+This app builds such a model — a LLaMA-style GPT — one part at a time, lets you poke every part, and then trains
+the whole thing on your CPU to write children's stories.
 """
 )
+
+PATH = [
+    ("pages/averaging_to_attention.py", "1 · From averaging to attention",
+     "A causal average is a masked matrix product; let the data choose the weights and it becomes attention."),
+    ("pages/sqrt_d_scaling.py", "2 · Why divide by √d",
+     "Dot products grow with dimension; unscaled, softmax turns one-hot and gradients vanish."),
+    ("pages/multihead_order.py", "3 · Multi-head attention and order-blindness",
+     "Heads split d_model at no extra cost — and attention alone cannot tell 'dog bites man' from 'man bites dog'."),
+    ("pages/rope.py", "4 · RoPE",
+     "Rotate q and k by their positions and their dot product depends only on the distance between them."),
+    ("pages/ffn_swiglu.py", "5 · FFN and SwiGLU",
+     "A gated feed-forward layer, and why its hidden size is 8/3·d instead of 4·d."),
+    ("pages/residual_norm.py", "6 · Residual stream and normalization",
+     "Pre-norm vs post-norm trained side by side; RMSNorm vs LayerNorm."),
+    ("pages/assembled_gpt.py", "7 · The assembled GPT",
+     "Every parameter of the 810,624 accounted for, and every tensor shape along the forward pass."),
+    ("pages/hyperparameters.py", "8 · Hyperparameters",
+     "The consensus shapes of GPT-3 and LLaMA-2, a cost calculator, and the patches that keep softmax stable."),
+]
+LAB = [
+    ("pages/training.py", "Train", "Train the full model on your CPU in the background; watch loss and samples."),
+    ("pages/inspector.py", "Inspect", "Open a checkpoint: attention heatmaps, head finder, predictions."),
+]
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    st.subheader("The learning path")
+    for page, label, blurb in PATH:
+        st.page_link(page, label=label)
+        st.caption(blurb)
+with right:
+    st.subheader("The model lab")
+    for page, label, blurb in LAB:
+        st.page_link(page, label=label)
+        st.caption(blurb)
+    cfg = GPTConfig()
+    st.subheader("The model you will build")
+    st.markdown(
+        f"- {cfg.n_layer} pre-norm blocks, d_model {cfg.d_model}, {cfg.n_head} heads of {cfg.d_head}\n"
+        f"- causal attention with RoPE (θ = {cfg.rope_theta:,.0f}), SwiGLU with d_ff {cfg.d_ff}, RMSNorm, no biases\n"
+        f"- context {cfg.context} characters, vocabulary {cfg.vocab_size}\n"
+        f"- **{GPT(cfg).num_params():,} parameters**, trained in minutes on two CPU cores")

@@ -7,6 +7,8 @@ from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore import inspector_figures as figs
 from gptcore.data import unknown_warning
+from gptcore.model import GPT
+from gptcore.ui import show_source
 
 SHIPPED = "shipped-tiny"
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
@@ -50,8 +52,12 @@ except (ckpt.CheckpointError, OSError) as e:
     st.error(f"Cannot load {name}: {e}")
     st.stop()
 cfg = model.cfg
-st.caption(f"{name}: step {step}, {model.num_params():,} parameters, {cfg.n_layer} layers × {cfg.n_head} heads, "
-           f"d_model {cfg.d_model}, context {cfg.context}, vocabulary of {cfg.vocab_size} characters.")
+meta = ckpt.read_meta(folder)
+facts = [f"step {step}", f"{model.num_params():,} parameters", f"{cfg.n_layer} layers × {cfg.n_head} heads",
+         f"d_model {cfg.d_model}", f"context {cfg.context}", f"{cfg.vocab_size} characters"]
+if meta.get("final_val_loss") is not None:
+    facts.insert(1, f"final val loss {meta['final_val_loss']:.3f}")
+st.caption(" · ".join(facts) + (f"  \nTrained on {meta['corpus']}." if meta.get("corpus") else ""))
 
 text = st.text_area("Text to inspect", ins.DEFAULT_TEXT, height=100, key="inspect-text",
                     help="The default story names its hero twice, so a head that copies the name can show itself.")
@@ -69,6 +75,9 @@ if run.truncated:
 labels = ins.token_labels(run.text)
 T = len(run.ids)
 heads = ins.head_names(cfg.n_layer, cfg.n_head)
+# Where a name comes back is where copying shows: start both position pickers there.
+name_again = ins.repeat_position(run.text)
+start_position = T - 1 if name_again is None else name_again
 
 
 def position_label(i: int) -> str:
@@ -87,8 +96,10 @@ with attention_tab:
     plot(figs.head_heatmap(run.patterns[layer, head], labels, f"{chosen}: attention pattern"),
          "inspect-head-figure", f"attention-{chosen}-{name}")
 
+    show_source(ins.patterns_from_ids, GPT.run_with_cache)
+
     st.subheader("What one position attends to")
-    query = st.select_slider("Query position", range(T), value=T - 1, format_func=position_label,
+    query = st.select_slider("Query position", range(T), value=start_position, format_func=position_label,
                              key=f"inspect-query-{T}")
     weights = run.patterns[:, :, query, : query + 1]
     rows = [(h, weights[layer, i]) for i, h in enumerate(heads[layer * cfg.n_head:(layer + 1) * cfg.n_head])]
@@ -117,7 +128,7 @@ with attention_tab:
 
 with predictions_tab:
     st.subheader("Next-character distribution")
-    position = st.select_slider("After position", range(T), value=T - 1, format_func=position_label,
+    position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
                                 key=f"inspect-position-{T}")
     k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk")
     top = ins.top_predictions(run.logits, tokenizer, position, k)
@@ -164,35 +175,50 @@ with finder_tab:
         "- **first token**: position 0, a common place to park attention that has nowhere useful to go;\n"
         "- **induction**: the character that *followed an earlier occurrence* of the query's character. "
         "At the second *L* of a repeated *Lily*, such a head looks at the *i* after the first *L*, and can copy it "
-        "forward. It is averaged over the queries whose character occurred before.")
-    scores = ins.head_scores(run.patterns, run.ids)
+        "forward. It is averaged over the queries whose character occurred before.\n\n"
+        "Previous-token heads form within a few hundred steps. Induction heads need one of them in an earlier "
+        "layer and usually appear much later in training, so a model trained for minutes may not have one yet: "
+        "compare a longer run on the same text.")
+    source = st.radio("Score the heads on", ["the text above", "random characters, repeated"], horizontal=True,
+                      key="inspect-score-source",
+                      help="In a random string typed twice, the second copy is predictable only by copying from "
+                           "the first: the cleanest test for induction heads.")
+    if source == "the text above":
+        scored = run
+    else:
+        scored = ins.inspect_text(model, tokenizer, ins.repeated_random_text(tokenizer, cfg.context // 2))
+        st.caption("Scored on this string of random characters, typed twice:")
+        st.code(scored.text[: cfg.context // 2], language=None)
+    scores = ins.head_scores(scored.patterns, scored.ids)
     best = st.columns(len(figs.SCORE_LABELS))
     for col, (column, label) in zip(best, figs.SCORE_LABELS.items()):
         if scores[column].notna().any():
             top_row = scores.loc[scores[column].idxmax()]
-            col.metric(f"Strongest {label} head", top_row["head"], f"{top_row[column]:.2f}", delta_color="off")
+            col.metric(f"Strongest {label} head", f"{top_row['head']} · {top_row[column]:.2f}")
         else:
-            col.metric(f"Strongest {label} head", "—", "no repeated character", delta_color="off")
+            col.metric(f"Strongest {label} head", "—", help="No character of the text occurs twice.")
     plot(figs.score_heatmaps(scores, cfg.n_layer, cfg.n_head), "inspect-scores", f"head-scores-{name}")
-    st.dataframe(scores.drop(columns=["layer", "head_index"]).set_index("head").round(3), key="inspect-score-table")
+    st.dataframe(scores.drop(columns=["layer", "head_index"]).set_index("head").round(3),
+                 height=35 * (len(scores) + 1) + 3, key="inspect-score-table")
+    show_source(ins.induction_targets, ins.head_scores)
 
 with training_tab:
-    steps = ins.training_steps(folder)
-    if len(steps) < 2:
+    snapshots = []
+    for snap_step, path in ins.training_steps(folder):
+        try:
+            snapshots.append((snap_step, load(path)))
+        except (ckpt.CheckpointError, OSError) as e:
+            st.warning(f"Skipping the weights of step {snap_step}: {e}")
+    if len(snapshots) < 2:
         st.info(f"{name} has no intermediate snapshots. Train with `--snapshot-every N` to save "
                 "intermediate weights and watch its patterns form.")
     else:
-        snapshots = []
-        for snap_step, path in steps:
-            try:
-                snapshots.append((snap_step, load(path)))
-            except (ckpt.CheckpointError, OSError) as e:
-                st.warning(f"Skipping snapshot at step {snap_step}: {e}")
         chosen_step = st.select_slider("Training step", [s for s, _ in snapshots], value=snapshots[-1][0],
                                        key=f"inspect-step-{name}")
         snap_model, snap_tokenizer, _ = dict(snapshots)[chosen_step]
         snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
         plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
              "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
-        long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, text)
+        long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored.text)
+        st.caption(f"Scores on {source}, as chosen in the head finder.")
         plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")

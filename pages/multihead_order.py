@@ -2,7 +2,6 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from gptcore.demos import multihead as mh
-from gptcore.demos.plots import weights_heatmap
 from gptcore.model import Attention
 from gptcore.ui import show_source
 
@@ -61,23 +60,31 @@ except ValueError as e:
     perm = None
 
 if perm is not None:
-    results = mh.permutation_table(perm, n_head)
+    results = mh.permutation_table(perm)
+    results["allclose"] = results["allclose"].map(str)  # printed as the tutorial prints it
     st.dataframe(results.style.format({"max |difference|": "{:.2e}"}), hide_index=True, key="perm-table")
+    st.caption("One head, as in the tutorial. Splitting into heads changes nothing here: every head is "
+               "blind to order in the same way.")
     st.markdown(
         """
-The causal mask brings in a little order: after shuffling, a token may see different neighbours, so the
-result changes. RoPE brings in real order: each q and k is rotated by the position it now sits at. Without one
-of them — in practice, without RoPE or a position embedding — the model cannot tell word order apart.
+The causal mask lets a little order in: after the shuffle a token sees a different set of earlier tokens, so its
+result changes — but which tokens it sees is all it learns, not where they are. RoPE puts real positions in:
+each q and k is rotated by the position it now occupies. That is why a model has to inject positions
+explicitly; this one does it with RoPE (next page).
 """
     )
     variant = st.radio("Show the outputs for", list(mh.VARIANTS), key="mh-variant", horizontal=True)
-    check = mh.permutation_check(perm, n_head, *mh.VARIANTS[variant])
-    limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for all three panels
-    cols = st.columns(3)
-    for col, (name, z, scale) in zip(cols, (
-            ("attn(x)[perm]", check["attn(x)[perm]"], "RdBu"),
-            ("attn(x[perm])", check["attn(x[perm])"], "RdBu"),
-            ("difference", check["attn(x)[perm]"] - check["attn(x[perm])"], "PiYG"))):
-        col.plotly_chart(weights_heatmap(z, title=name, zmin=-limit, zmax=limit, colorscale=scale, decimals=1,
-                                         x_title="channel", y_title="row", height=300), key=f"perm-{name}")
+    check = mh.permutation_check(perm, 1, *mh.VARIANTS[variant])
+    panels = {"attn(x)[perm]": check["attn(x)[perm]"], "attn(x[perm])": check["attn(x[perm])"],
+              "difference": check["attn(x)[perm]"] - check["attn(x[perm])"]}
+    limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for the three panels
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(panels), horizontal_spacing=0.06)
+    for i, z in enumerate(panels.values()):
+        fig.add_heatmap(z=z.numpy(), zmin=-limit, zmax=limit, colorscale="RdBu", showscale=i == 0, row=1,
+                        col=i + 1, text=[[f"{v:.1f}" for v in row] for row in z.tolist()], texttemplate="%{text}",
+                        hovertemplate="row %{y}, channel %{x}: %{z:.4f}<extra></extra>")
+    fig.update_yaxes(autorange="reversed", title_text="row")
+    fig.update_xaxes(title_text="channel")
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10))
+    st.plotly_chart(fig, key="perm-outputs")
 show_source(mh.parse_permutation, mh.permutation_check, mh.tutorial_inputs)

@@ -79,7 +79,9 @@ circle = np.linspace(0, 2 * np.pi, 200)
 fig = go.Figure()
 fig.add_scatter(x=radius * np.cos(circle), y=radius * np.sin(circle), mode="lines", line=dict(color="lightgrey",
                 dash="dot"), name="circle", hoverinfo="skip")
-fig.add_scatter(x=path["x"], y=path["y"], mode="lines", line=dict(color="#1f77b4"), name="path of the tip")
+sweep = rope.pair_path(q, pair, np.linspace(0, steps, 50 * steps + 1), theta)  # fractional positions
+fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77b4", width=3),
+                name=f"angle swept from 0 to {steps}", hoverinfo="skip")
 for row in path.itertuples():
     fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
                     marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),

@@ -23,8 +23,8 @@ st.markdown(
 A score is a dot product *q · k = Σᵢ qᵢkᵢ*, a sum of *d* terms. When the entries of *q* and *k* are independent
 with variance 1, every term has variance 1 and the sum has variance **d**: the wider the head, the larger the
 scores. Softmax reacts badly to large inputs — it turns them into a near one-hot vector where one key takes all
-the weight. Dividing by √d brings the variance back to 1 for every head size. gptcore's `Attention` does this with
-`scale = 1/√d_head` (off with `GPTConfig(scale_attention=False)`).
+the weight. Dividing by √d brings the variance back to 1 for every head size. In gptcore, `Attention` does this
+with `scale = 1/√d_head` (switched off by `GPTConfig(scale_attention=False)`).
 """
 )
 
@@ -56,7 +56,7 @@ st.plotly_chart(fig, key="scaling-hist")
 st.markdown(
     f"""
 What does that spread do to attention? One query against {N_KEYS} random keys: softmax of the raw scores
-(left bars) versus the scaled ones. The table averages over 2,000 queries; the entropy of a uniform row is
+(red) versus the scaled ones (blue). The table averages over 2,000 queries; the entropy of a uniform row is
 log {N_KEYS} = {math.log(N_KEYS):.2f} nats, of a one-hot row 0.
 """
 )
@@ -97,9 +97,11 @@ norm = go.Figure()
 norm.add_scatter(x=grad["factor"], y=grad["jacobian norm"], name="‖J‖ (Frobenius)", mode="lines")
 norm.add_scatter(x=grad["factor"], y=grad["largest weight"], name="largest weight", mode="lines", yaxis="y2")
 norm.add_vline(x=factor, line_dash="dash", line_color="grey")
-norm.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="log", xaxis_title="factor",
-                   yaxis_title="‖J‖", yaxis2=dict(title="largest weight", overlaying="y", side="right", range=[0, 1.05]),
-                   title="Gradient through softmax against the size of the scores", legend=dict(x=0.01, y=0.5))
+norm.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="log", xaxis_title="factor",
+                   yaxis_title="‖J‖", yaxis2=dict(title="largest weight", overlaying="y", side="right", range=[0, 1.05],
+                              tickvals=[0, 0.25, 0.5, 0.75, 1]),
+                   title="Gradient through softmax against the size of the scores",
+                   legend=dict(orientation="h", y=-0.25))
 left, right = st.columns([3, 2])
 left.plotly_chart(norm, key="scaling-jacobian-curve")
 p = scaling.softmax_pair(factor=factor)[1]

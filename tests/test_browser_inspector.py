@@ -61,6 +61,15 @@ def server_url():
         server.wait(timeout=20)
 
 
+def screenshot(page, path: Path) -> None:
+    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it first."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(height + 50, 12_000)})
+    page.wait_for_timeout(1500)  # Plotly redraws at the new size
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
 def test_inspector_page_renders_in_chromium(server_url):
     from playwright.sync_api import sync_playwright
 
@@ -70,20 +79,36 @@ def test_inspector_page_renders_in_chromium(server_url):
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"])
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{server_url}/inspector", timeout=60_000)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+            page.goto(server_url, timeout=60_000)
+            # reach the page the way a reader does: through the sidebar navigation
+            page.get_by_role("link", name="Inspect").click(timeout=60_000)
             page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=60_000)
             # the grid and the enlarged head of the first tab are drawn by Plotly in the browser
             page.locator(".js-plotly-plot .heatmaplayer").nth(1).wait_for(timeout=60_000)
-            page.wait_for_timeout(1500)
+            assert page.get_by_role("combobox", name="Checkpoint").input_value() == "shipped-tiny"
             assert page.locator("[data-testid='stException']").count() == 0
-            page.screenshot(path=str(ARTIFACTS / "inspector-attention.png"), full_page=True)
+            screenshot(page, ARTIFACTS / "inspector-attention.png")
+            # exports: Plotly's modebar PNG, our HTML copy, the attention tensor as NPY
+            grid = page.locator(".js-plotly-plot").first
+            grid.hover()
+            with page.expect_download(timeout=60_000) as png:
+                grid.locator('.modebar-btn[data-title="Download plot as a PNG"]').click()
+            assert png.value.suggested_filename == "attention-grid-shipped-tiny.png"
+            with page.expect_download(timeout=60_000) as html:
+                page.get_by_role("button", name="Download as HTML").first.click()
+            assert "plotly" in Path(html.value.path()).read_text()[:100_000].lower()
+            with page.expect_download(timeout=60_000) as npy:
+                page.get_by_role("button", name="Attention as NPY").click()
+            assert Path(npy.value.path()).read_bytes()[:6] == b"\x93NUMPY"
             for tab, shot in (("Predictions", "inspector-predictions.png"), ("Head finder", "inspector-heads.png"),
                               ("Over training", "inspector-training.png")):
                 page.get_by_role("tab", name=tab).click()
                 page.wait_for_timeout(1500)
                 assert page.locator("[data-testid='stException']").count() == 0
-                page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+                screenshot(page, ARTIFACTS / shot)
+            # the slider's default is the final step, the grid of "Over training" is drawn
+            assert page.locator(".js-plotly-plot").count() >= 6
         finally:
             browser.close()
     assert (ARTIFACTS / "inspector-attention.png").stat().st_size > 10_000

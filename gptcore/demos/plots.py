@@ -7,11 +7,12 @@ import torch
 
 def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: float | None = 0.0,
                     zmax: float | None = 1.0, colorscale: str = "Blues", decimals: int = 2,
-                    x_title: str = "key position j", y_title: str = "query position i", height: int = 340) -> go.Figure:
-    """A (rows, cols) matrix with row 0 on top and each cell's value written in it (small matrices)."""
+                    x_title: str = "key position j", y_title: str = "query position i", height: int = 340,
+                    annotate: bool | None = None) -> go.Figure:
+    """A (rows, cols) matrix with row 0 on top; cells show their values when annotate (default: small matrices)."""
     z = z.detach().numpy() if isinstance(z, torch.Tensor) else z
     rows, cols = len(z), len(z[0])
-    show_text = rows * cols <= 400
+    show_text = rows * cols <= 400 if annotate is None else annotate
     fig = go.Figure(go.Heatmap(
         z=z, x=x_labels if x_labels is not None else list(range(cols)),
         y=y_labels if y_labels is not None else list(range(rows)), zmin=zmin, zmax=zmax, colorscale=colorscale,

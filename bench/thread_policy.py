@@ -1,0 +1,60 @@
+"""Two-thread training step, alone and with one busy-loop process competing, under each OpenMP wait policy.
+
+    python bench/thread_policy.py [--rounds 8]
+
+libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when torch loads it, so every policy runs in a
+fresh child process. A spinning worker that shares its core with the hog burns the time slices the
+working thread needs, which is how a step collapses from ~0.5 s to several seconds.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = {
+    "PASSIVE (gptcore sets it)": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "spin 10k, then sleep": {"GOMP_SPINCOUNT": "10000"},
+    "libgomp default (spin 300k)": {},
+    "ACTIVE": {"OMP_WAIT_POLICY": "ACTIVE"},
+}
+
+
+def child(policy: dict, rounds: int) -> None:
+    import gptcore  # noqa: F401  (its setdefault runs first, then the policy below replaces it)
+
+    os.environ.pop("OMP_WAIT_POLICY", None)
+    os.environ.update(policy)
+    import torch
+
+    from gptcore.bench import time_under_hog
+    from gptcore.recipes import RECIPES
+
+    recipe = RECIPES["tutorial"]
+    quiet, busy = time_under_hog(recipe.model, recipe.train, rounds)
+    print(json.dumps({"threads": torch.get_num_threads(), "quiet": quiet, "busy": busy}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(json.loads(args.child), args.rounds)
+    print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'policy':<30} {'alone':>10} {'with hog':>10} {'slowdown':>9}")
+    for name, policy in POLICIES.items():
+        out = subprocess.run([sys.executable, __file__, "--rounds", str(args.rounds), "--child", json.dumps(policy)],
+                             capture_output=True, text=True, check=True, cwd=ROOT)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{name:<30} {r['quiet'] * 1e3:7.0f} ms {r['busy'] * 1e3:7.0f} ms {r['busy'] / r['quiet']:8.2f}x",
+              flush=True)
+    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,212 @@
+"""The assembled GPT: where the parameters live, the tensor shapes of a forward pass, view against reshape.
+
+Counts and shapes are checked on, or read from, the real gptcore GPT built on the meta device: every op
+runs its shape logic but no memory is allocated and nothing is computed, so any config is instant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from ..config import GPTConfig
+from ..model import GPT
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What decides a parameter count. Unlike GPTConfig it has no size limits (GPT-3 fits) and knows
+    about Linear biases and a head tied to the embedding, which gptcore's model does not use."""
+    vocab_size: int
+    d_model: int
+    n_layer: int
+    n_head: int
+    d_ff: int
+    context: int
+    ffn: str = "swiglu"  # swiglu | relu | gelu
+    norm: str = "rms"  # rms | layer
+    norm_placement: str = "pre"
+    position: str = "rope"  # rope | learned | none
+    bias: bool = False
+    tied_head: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: GPTConfig) -> "ModelShape":
+        return cls(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff, cfg.context, cfg.ffn,
+                   cfg.norm, cfg.norm_placement, cfg.position)
+
+    @property
+    def d_head(self) -> float:
+        return self.d_model / self.n_head
+
+
+def parameter_parts(s: ModelShape) -> pd.DataFrame:
+    """One row per kind of parameter: the formula with this model's numbers, and the count.
+
+    Rows marked per_block repeat in every block; the 'total' row adds n_layer blocks and the rest once.
+    """
+    d, V, L = s.d_model, s.vocab_size, s.n_layer
+    if s.norm == "rms":
+        norm_name, norm_size, norm_formula = "RMSNorm", d, f"{d} (γ)"
+    else:
+        norm_name, norm_size, norm_formula = "LayerNorm", 2 * d, f"2 · {d} (γ, β)"
+    ffn_mats = 3 if s.ffn == "swiglu" else 2
+    ffn_bias = (ffn_mats - 1) * s.d_ff + d if s.bias else 0
+    rows = [("token embedding", f"{V:,} × {d}", V * d, False)]
+    if s.position == "learned":
+        rows.append(("position embedding", f"{s.context:,} × {d}", s.context * d, False))
+    rows += [
+        ("attention: qkv + proj", f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""), 4 * d * d + (4 * d if s.bias else 0), True),
+        (f"FFN ({s.ffn})", f"{ffn_mats} · {d} · {s.d_ff:,}" + (" + biases" if s.bias else ""), ffn_mats * d * s.d_ff + ffn_bias, True),
+        (f"two {norm_name}s", f"2 · {norm_formula}", 2 * norm_size, True),
+    ]
+    block = sum(count for _, _, count, per_block in rows if per_block)
+    rows.append(("one block", "sum of the three above", block, True))
+    rows.append((f"all {L} blocks", f"{L} × {block:,}", L * block, False))
+    if s.norm_placement == "pre":
+        rows.append((f"final {norm_name}", norm_formula, norm_size, False))
+    if s.tied_head:
+        rows.append(("output head", "tied to the token embedding", 0, False))
+    else:
+        rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0), False))
+    total = sum(count for part, _, count, per_block in rows if not per_block)
+    rows.append(("total", "embedding + blocks + norm + head", total, False))
+    return pd.DataFrame(rows, columns=["part", "formula", "parameters", "per block"])
+
+
+def total_parameters(s: ModelShape) -> int:
+    parts = parameter_parts(s)
+    return int(parts.loc[parts["part"] == "total", "parameters"].iloc[0])
+
+
+def parameter_shares(parts: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+    """Where the parameters live: per-block parts multiplied by the depth, the rest as they are."""
+    skip = parts["part"].str.startswith(("one block", "all ", "total"))
+    shares = parts.loc[~skip, ["part", "parameters", "per block"]].copy()
+    shares.loc[shares["per block"], "parameters"] *= n_layer
+    shares.loc[shares["per block"], "part"] += f" × {n_layer}"
+    shares["share"] = shares["parameters"] / shares["parameters"].sum()
+    return shares.drop(columns="per block").reset_index(drop=True)
+
+
+def meta_model(cfg: GPTConfig) -> GPT:
+    """The real GPT for cfg with meta tensors: exact shapes, no memory, no init cost."""
+    with torch.device("meta"):
+        return GPT(cfg)
+
+
+def counted_parts(model: GPT) -> dict[str, int]:
+    """Parameters of the real model grouped like parameter_parts (per-block groups are from block 0)."""
+    def size(module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    b0 = model.blocks[0]
+    counts = {"token embedding": size(model.emb), "position embedding": 0 if model.pos_emb is None else size(model.pos_emb),
+              "attention: qkv + proj": size(b0.attn), "FFN": size(b0.ffn), "norms": size(b0.ln1) + size(b0.ln2),
+              "one block": size(b0), "all blocks": size(model.blocks), "final norm": size(model.ln_f),
+              "output head": size(model.head), "total": model.num_params()}
+    return counts
+
+
+def breakdown(cfg: GPTConfig) -> pd.DataFrame:
+    """parameter_parts for cfg next to the same groups counted on the real model."""
+    parts = parameter_parts(ModelShape.from_config(cfg))
+    counted = counted_parts(meta_model(cfg))
+
+    def key(part: str) -> str:
+        for prefix in ("FFN", "two ", "all ", "final "):
+            if part.startswith(prefix):
+                return {"FFN": "FFN", "two ": "norms", "all ": "all blocks", "final ": "final norm"}[prefix]
+        return part
+
+    parts["counted in GPT"] = [counted[key(p)] for p in parts["part"]]
+    return parts
+
+
+def forward_shapes(cfg: GPTConfig, batch: int = 2, T: int = 16, all_blocks: bool = False) -> pd.DataFrame:
+    """Output shape of every module, in the order the forward pass calls them, caught with forward hooks.
+
+    The pass runs on the meta device. Attention pattern hook points are observed too, which makes the
+    model take its explicit softmax path, so the (B, heads, T, T) weights show up. Unless all_blocks,
+    blocks after the first are folded into one row (they repeat block 0's shapes).
+    """
+    if not 1 <= T <= cfg.context:
+        raise ValueError(f"sequence length must be between 1 and the context ({cfg.context}), got {T}")
+    model = meta_model(cfg)
+    rows = [{"module": "input token ids", "type": "LongTensor", "output shape": (batch, T), "own parameters": 0}]
+
+    def record(name, module, output):
+        rows.append({"module": name, "type": type(module).__name__, "output shape": tuple(output.shape),
+                     "own parameters": sum(p.numel() for p in module.parameters(recurse=False))})
+
+    handles = [m.register_forward_hook(lambda m, i, out, n=n: record(n, m, out))
+               for n, m in model.named_modules() if n]
+    try:
+        model(torch.zeros(batch, T, dtype=torch.long, device="meta"))
+    finally:
+        for h in handles:
+            h.remove()
+    table = pd.DataFrame(rows)
+    if not all_blocks and cfg.n_layer > 1:
+        later = table["module"].str.match(r"blocks\.[1-9]")
+        first = later.idxmax()
+        table = table[~later]
+        fold = pd.DataFrame([{"module": f"blocks.1 … blocks.{cfg.n_layer - 1}", "type": "Block",
+                              "output shape": table.loc[first - 1, "output shape"], "own parameters": 0}])
+        table = pd.concat([table.loc[:first - 1], fold, table.loc[first:]])
+    table["output shape"] = table["output shape"].map(lambda s: "(" + ", ".join(map(str, s)) + ")")
+    return table.reset_index(drop=True)
+
+
+def block_diagram(cfg: GPTConfig) -> dict:
+    """The model as a chain for a diagram: nodes in data-flow order, the residual skips (from, to) as node
+    indices, and which nodes form the block that repeats n_layer times."""
+    norm = "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
+    kind = {"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"}[cfg.ffn]
+    embed = f"embedding<br>{cfg.vocab_size} × {cfg.d_model}"
+    if cfg.position == "learned":
+        embed += f"<br>+ positions<br>{cfg.context} × {cfg.d_model}"
+    attn = f"attention<br>{cfg.n_head} heads × {cfg.d_head}<br>causal" + (", RoPE" if cfg.position == "rope" else "")
+    ffn = f"{kind} FFN<br>{cfg.d_model}→{cfg.d_ff}→{cfg.d_model}"
+    add = ("+", "add")
+    if cfg.norm_placement == "pre":  # norm on the branch; the trunk is embedding → + → + → final norm
+        block = [(norm, "norm"), (attn, "attention"), add, (norm, "norm"), (ffn, "ffn"), add]
+        tail = [(f"final<br>{norm}", "norm")]
+        residuals = [(1, 4), (4, 7)]
+    else:  # norm after each add, on the trunk itself
+        block = [(attn, "attention"), add, (norm, "norm"), (ffn, "ffn"), add, (norm, "norm")]
+        tail = []
+        residuals = [(1, 3), (4, 6)]
+    nodes = ([("token ids<br>(B, T)", "io"), (embed, "embedding")] + block + tail
+             + [(f"head<br>{cfg.d_model} × {cfg.vocab_size}", "embedding"), ("logits<br>(B, T, V)", "io")])
+    return {"nodes": [{"label": label, "kind": k} for label, k in nodes], "residuals": residuals,
+            "block": (2, 2 + len(block) - 1), "block_label": f"block × {cfg.n_layer} ({cfg.norm_placement}-norm)"}
+
+
+def view_vs_reshape(batch: int = 1, n_head: int = 4, T: int = 3, d_head: int = 2) -> dict:
+    """Merge per-head outputs (B, H, T, d_head) back to (B, T, H·d_head), the way attention must.
+
+    The tensor's values record where each number came from (head h, position t), so the result shows which
+    head and position lands in every slot. Returns the error torch raises for .view after transpose, the
+    facts behind it, and the correct (transpose + reshape) and wrong (reshape without transpose) layouts.
+    """
+    B, H, hd = batch, n_head, d_head
+    head = torch.arange(H).view(1, H, 1, 1).expand(B, H, T, hd)
+    pos = torch.arange(T).view(1, 1, T, 1).expand(B, H, T, hd)
+    y = (100 * head + pos).float().contiguous()  # 100·h + t: both sources readable from one number
+    moved = y.transpose(1, 2)
+    try:
+        moved.view(B, T, H * hd)
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    merged = moved.reshape(B, T, H * hd)
+    wrong = y.reshape(B, T, H * hd)  # skips the transpose: contiguous, so even .view would accept it
+    return {
+        "shape before": tuple(y.shape), "strides before": y.stride(), "strides after transpose": moved.stride(),
+        "contiguous after transpose": moved.is_contiguous(), "view error": error,
+        "reshape copied": merged.data_ptr() != y.data_ptr(),
+        "reshape equals contiguous().view": torch.equal(merged, moved.contiguous().view(B, T, H * hd)),
+        "correct": merged[0], "wrong": wrong[0], "wrong equals correct": torch.equal(wrong, merged),
+    }

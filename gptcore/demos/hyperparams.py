@@ -1,0 +1,167 @@
+"""Hyperparameters: the shapes public models agree on, what a shape costs, and the softmax stability patches."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+from ..config import GPTConfig
+from ..model import RMSNorm
+from .anatomy import ModelShape, parameter_parts, total_parameters
+
+PUBLISHED = {
+    "GPT-3 175B": ModelShape(vocab_size=50257, d_model=12288, n_layer=96, n_head=96, d_ff=4 * 12288, context=2048,
+                             ffn="gelu", norm="layer", position="learned", bias=True, tied_head=True),
+    "LLaMA-2-7B": ModelShape(vocab_size=32000, d_model=4096, n_layer=32, n_head=32, d_ff=11008, context=4096),
+    "this app's GPT": ModelShape.from_config(GPTConfig()),
+}
+
+
+def consensus_table() -> pd.DataFrame:
+    """The choices public configs share, and the reason for each."""
+    return pd.DataFrame([
+        ("d_ff / d_model", "4 with ReLU/GELU; 8/3 with a gated FFN (SwiGLU)",
+         "The gated FFN has a third matrix; shrinking d_ff to 8/3·d keeps it at the 8·d² budget of the 4·d MLP."),
+        ("n_head × d_head", "= d_model, with d_head mostly 64 or 128",
+         "Heads split d_model into slices; more heads add no parameters, they cut the same matrices finer."),
+        ("d_model / n_layer", "roughly 100 to 200",
+         "Deeper means more sequential steps and harder parallelism; wider uses its capacity less well. Inside "
+         "this band the loss hardly depends on the exact shape."),
+        ("vocabulary", "30k–50k for one language, 100k–250k multilingual",
+         "A bigger vocabulary gives shorter sequences but a bigger embedding and head, and rarer tokens."),
+        ("dropout / weight decay", "no dropout in pretraining; weight decay about 0.1",
+         "Pretraining sees most data about once, so it barely overfits. Weight decay works mostly together with the "
+         "learning-rate schedule, helping the loss drop at the end of training."),
+    ], columns=["hyperparameter", "usual choice", "why"])
+
+
+def shape_ratios(s: ModelShape) -> dict:
+    """The ratios the consensus talks about, computed from a config."""
+    return {"d_model": s.d_model, "n_layer": s.n_layer, "n_head": s.n_head, "d_head": s.d_model / s.n_head,
+            "d_model / n_layer": s.d_model / s.n_layer, "d_ff": s.d_ff, "d_ff / d_model": s.d_ff / s.d_model}
+
+
+def published_table() -> pd.DataFrame:
+    rows = [{"model": name, **shape_ratios(s), "parameters": total_parameters(s)} for name, s in PUBLISHED.items()]
+    return pd.DataFrame(rows)
+
+
+def consensus_check(s: ModelShape) -> pd.DataFrame:
+    """Each rule of thumb applied to one config: the value and whether it sits in the usual range."""
+    r = shape_ratios(s)
+    glu = s.ffn == "swiglu"
+    target = 8 / 3 if glu else 4.0
+    return pd.DataFrame([
+        ("n_head × d_head = d_model", f"{s.n_head} × {r['d_head']:g}", s.d_model % s.n_head == 0),
+        ("d_head is 64 or 128", f"{r['d_head']:g}", r["d_head"] in (64, 128)),
+        ("d_model / n_layer in 100–200", f"{r['d_model / n_layer']:.1f}", 100 <= r["d_model / n_layer"] <= 200),
+        (f"d_ff / d_model ≈ {target:.3g} ({'gated' if glu else 'plain'} FFN)", f"{r['d_ff / d_model']:.3f}",
+         abs(r["d_ff / d_model"] - target) / target < 0.05),
+    ], columns=["rule", "value", "usual?"])
+
+
+def compute_parameters(s: ModelShape) -> int:
+    """Parameters that cost a multiply-add per token: everything except embedding lookups, plus the head's
+    matmul even when it is tied to the embedding."""
+    parts = parameter_parts(s).set_index("part")["parameters"]
+    lookups = parts.get("token embedding", 0) + parts.get("position embedding", 0)
+    return int(total_parameters(s) - lookups + (s.vocab_size * s.d_model if s.tied_head else 0))
+
+
+def flops_per_token(s: ModelShape, context: int | None = None) -> dict:
+    """Forward ≈ 2·N + 2·n_layer·context·d_model (q·k scores and the weighted sum over the context);
+    training ≈ 3× forward (the backward pass costs about twice the forward)."""
+    T = s.context if context is None else context
+    n = compute_parameters(s)
+    attention = 2 * s.n_layer * T * s.d_model
+    return {"N (matmul parameters)": n, "inference: 2N": 2 * n, "inference: attention": attention,
+            "inference total": 2 * n + attention, "training: 6N": 6 * n, "training: attention": 3 * attention,
+            "training total": 6 * n + 3 * attention}
+
+
+def flops_vs_context(s: ModelShape, contexts) -> pd.DataFrame:
+    rows = []
+    for T in contexts:
+        f = flops_per_token(s, int(T))
+        rows.append({"context": int(T), "6N": f["training: 6N"], "attention": f["training: attention"],
+                     "training total": f["training total"]})
+    return pd.DataFrame(rows)
+
+
+# bytes per parameter: (weights, gradients, AdamW m and v, fp32 master weights)
+PRECISIONS = {
+    "fp32": (4, 4, 8, 0),
+    "bf16 mixed": (2, 2, 8, 4),  # bf16 compute copy, fp32 master weights and moments
+    "pure bf16": (2, 2, 4, 0),
+}
+
+
+def memory_table(n_params: int) -> pd.DataFrame:
+    """Bytes for weights, gradients and AdamW state (two moments per weight), per precision, in GB.
+
+    Activations, the KV cache and framework overhead come on top and depend on batch and context.
+    """
+    rows = []
+    for name, (w, g, adam, master) in PRECISIONS.items():
+        rows.append({"precision": name, "weights": w * n_params / 1e9, "gradients": g * n_params / 1e9,
+                     "AdamW m + v": adam * n_params / 1e9, "master weights": master * n_params / 1e9,
+                     "training total": (w + g + adam + master) * n_params / 1e9,
+                     "bytes / parameter": w + g + adam + master, "inference (weights only)": w * n_params / 1e9})
+    return pd.DataFrame(rows)
+
+
+# --- stability patches -----------------------------------------------------------------------------------
+
+Z_LOSS_WEIGHT = 1e-4
+
+
+def attention_sample(n_keys: int = 16, d: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One query and n_keys keys ~ N(0, 1) from a private generator."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(d, generator=g), torch.randn(n_keys, d, generator=g)
+
+
+def entropy(p: torch.Tensor) -> float:
+    return float(-(p * p.clamp_min(1e-30).log()).sum())
+
+
+@torch.no_grad()
+def patched_logits(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float) -> dict[str, torch.Tensor]:
+    """Attention logits after the weights have drifted so that q·k/√d is `scale` times larger.
+
+    The drift is modelled as q and k each growing by √scale. QK-norm passes q and k through RMSNorm
+    (gain 1) before the dot product, which removes the drift; soft-capping squashes the logits into
+    (−cap, cap); z-loss leaves the forward pass alone (it is a training penalty).
+    """
+    d = q.shape[-1]
+    grow = math.sqrt(scale)
+    raw = (grow * k) @ (grow * q) / math.sqrt(d)
+    norm = RMSNorm(d)
+    return {"no patch": raw, "z-loss": raw, "QK-norm": norm(grow * k) @ norm(grow * q) / math.sqrt(d),
+            f"soft-cap {cap:g}": cap * torch.tanh(raw / cap)}
+
+
+def stability_table(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
+    """Max probability, entropy, log Z and the z-loss penalty Z_LOSS_WEIGHT·(log Z)² for each patch."""
+    q, k = attention_sample(seed=seed)
+    rows = []
+    for name, logits in patched_logits(q, k, scale, cap).items():
+        p = logits.softmax(-1)
+        log_z = torch.logsumexp(logits, -1).item()
+        rows.append({"patch": name, "largest logit": logits.max().item(), "max prob": p.max().item(),
+                     "entropy (nats)": entropy(p), "log Z": log_z, "z-loss": Z_LOSS_WEIGHT * log_z ** 2})
+    return pd.DataFrame(rows)
+
+
+def stability_curves(scales, cap: float, seed: int = 0) -> pd.DataFrame:
+    """stability_table over a range of drift scales, long format."""
+    frames = [stability_table(float(s), cap, seed).assign(scale=float(s)) for s in scales]
+    return pd.concat(frames, ignore_index=True)
+
+
+def patched_probabilities(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
+    """softmax of each patch's logits, one column per patch, one row per key."""
+    q, k = attention_sample(seed=seed)
+    return pd.DataFrame({name: logits.softmax(-1).numpy() for name, logits in patched_logits(q, k, scale, cap).items()
+                         if name != "z-loss"})

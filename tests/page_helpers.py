@@ -1,0 +1,36 @@
+"""Reading Streamlit AppTest output: plotly traces by chart key, dataframes by column."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+PAGES = Path(__file__).resolve().parent.parent / "pages"
+
+
+def run_page(name: str) -> AppTest:
+    return AppTest.from_file(str(PAGES / name), default_timeout=60).run()
+
+
+def decode(value):
+    """Plotly ships numpy arrays as base64 {'bdata', 'dtype', 'shape'}: turn them back into nested lists."""
+    if isinstance(value, dict) and "bdata" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return array.reshape([int(n) for n in str(value.get("shape", len(array))).split(",")]).tolist()
+    if isinstance(value, dict):
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def chart(at: AppTest, key: str) -> list[dict]:
+    """The traces of the plotly chart rendered with this key."""
+    spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
+    return decode(json.loads(spec)["data"])
+
+
+def frame(at: AppTest, label: str):
+    """The first dataframe with `label` among its columns or its index."""
+    return next(d.value for d in at.dataframe if label in d.value.columns or label in d.value.index)

@@ -1,0 +1,109 @@
+import threading
+
+import torch
+
+from gptcore import bench
+from gptcore.cli import main
+from gptcore.config import GPTConfig
+from gptcore.data import get_batch
+from gptcore.recipes import RECIPES, Recipe
+from gptcore.train import TrainConfig, build_model
+
+TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
+TEXT = "the cat sat on the mat. the dog ate the log. " * 200
+
+
+def test_tutorial_twin_has_gptcores_weights_and_loss():
+    model, gen = build_model(GPTConfig(vocab_size=76), seed=0)
+    twin = bench.tutorial_twin(model)
+    assert sum(p.numel() for p in twin.parameters()) == 811_136
+    data = torch.randint(76, (20_000,), generator=gen)
+    batches = [get_batch(data, 128, 4, gen) for _ in range(3)]
+    literal, ours = bench.tutorial_step_fn(twin, batches), bench.gptcore_step_fn(model, TrainConfig(), batches)
+    for i in range(3):  # same loss before and after AdamW steps: plain vs fused, explicit vs SDPA attention
+        assert abs(literal(i) - ours(i)) < 1e-5
+    x, _ = batches[0]
+    assert torch.allclose(twin(x)[0], model(x)[0], atol=1e-5)
+
+
+def test_tutorial_rope_rebuilds_the_same_rotation_as_the_cached_tables():
+    model, _ = build_model(GPTConfig(), seed=0)
+    q = torch.randn(2, 4, 128, 32)
+    cached = bench.tutorial_rope(q)
+    expected = torch.view_as_real(torch.view_as_complex(q.unflatten(-1, (-1, 2)))
+                                  * torch.complex(model.rope_cos, model.rope_sin)).flatten(-2)
+    assert torch.allclose(cached, expected, atol=1e-6)
+
+
+def test_flops_per_step_is_the_issues_22_9_gflop():
+    assert bench.flops_per_step(GPTConfig(), 32) == 6 * 800_000 * 4096 + 12 * 4 * 32 * 128 ** 2 * 128
+    assert round(bench.flops_per_step(GPTConfig(vocab_size=76), 32) / 1e9, 1) == 22.9
+
+
+def test_interleave_rotates_the_order_and_drops_warmup_rounds():
+    calls = []
+    times = bench.interleave({name: (lambda r, n=name: calls.append((r, n))) for name in "abc"}, rounds=3, warmup=1)
+    assert [len(t) for t in times.values()] == [3, 3, 3]
+    assert [n for r, n in calls if r == 1] == ["b", "c", "a"] and [n for r, n in calls if r == 2] == ["c", "a", "b"]
+
+
+def test_take_turns_alternates_threads_and_lets_the_last_one_finish_alone():
+    turns, log = bench.TakeTurns(["a", "b"]), []
+
+    def run(name, n):
+        turns.wait(name)
+        for i in range(n):
+            log.append(name)
+            if i < n - 1:
+                turns.pass_on(name)
+                turns.wait(name)
+        turns.leave(name)
+    threads = [threading.Thread(target=run, args=("b", 4)), threading.Thread(target=run, args=("a", 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert log == ["a", "b", "a", "b", "b", "b"]
+
+
+def test_curve_reports_the_first_checkpoint_at_or_below_a_target():
+    curve = bench.Curve("x", step=[0, 10, 20, 30], seconds=[0.0, 5.0, 9.0, 14.0], val=[3.0, 1.2, 0.99, 1.01])
+    assert curve.first_at_or_below(1.0) == (20, 9.0)
+    assert curve.first_at_or_below(0.5) is None
+
+
+def test_time_to_loss_interleaves_two_recipes_and_writes_curves(tmp_path):
+    recipes = {"tutorial": Recipe("t", "", TINY, TrainConfig(steps=8, batch_size=4, eval_every=4, sample_chars=5)),
+               "fast": Recipe("f", "", TINY, TrainConfig(steps=4, batch_size=4, lr=1e-2, schedule="cosine",
+                                                          warmup=1, sample_chars=5))}
+    order = []
+    curves = bench.time_to_loss(TEXT, recipes, points=4, report=lambda c: order.append((c.name, c.step[-1])))
+    assert curves["tutorial"].step == [0, 2, 4, 6, 8] and curves["fast"].step == [0, 1, 2, 3, 4]
+    assert order[:4] == [("tutorial", 0), ("fast", 0), ("fast", 1), ("tutorial", 2)]
+    assert curves["tutorial"].val[-1] < curves["tutorial"].val[0]
+    assert all(b >= a for a, b in zip(curves["fast"].seconds, curves["fast"].seconds[1:]))
+    csv_path, html_path = bench.write_curves(curves, curves["tutorial"].val[-1], tmp_path)
+    rows = csv_path.read_text().splitlines()
+    assert rows[0] == "recipe,step,seconds,val_loss" and len(rows) == 1 + 5 + 5
+    assert "plotly" in html_path.read_text()[:5000].lower()
+
+
+def test_time_to_loss_skips_with_a_reason_when_the_data_is_absent(tmp_path, capsys):
+    assert main(["bench", "time-to-loss", "--data", str(tmp_path / "missing.txt")]) == 0
+    assert f"skipping time-to-loss: {tmp_path / 'missing.txt'} is absent" in capsys.readouterr().out
+
+
+def test_a_tiny_speed_bench_runs_and_prints_every_figure(capsys):
+    assert main(["bench", "--rounds", "1", "--batch-size", "2", "--context", "16", "--matmul-size", "128",
+                 "--gen-chars", "20", "--val-chars", "500", "--repeats", "2", "--no-hog"]) == 0
+    out = capsys.readouterr().out
+    for text in ("threads: ", "tutorial ", "gptcore ", "ms/step", "tok/s", "of peak", "GFLOP/s",
+                 "run_with_cache, full context 16", "with KV cache", "without cache", "chars/s", "evaluate over 500"):
+        assert text in out
+
+
+def test_fast_recipe_trains_the_tutorials_architecture():
+    fast, tutorial = RECIPES["fast"], RECIPES["tutorial"]
+    assert fast.model == tutorial.model
+    assert fast.train.schedule == "cosine" and fast.train.grad_clip > 0 and not fast.train.decay_all
+    assert fast.train.steps * fast.train.batch_size < tutorial.train.steps * tutorial.train.batch_size / 3

@@ -1,0 +1,214 @@
+"""gptcore.inspector: head scores on hand-built patterns, and every quantity against a direct computation."""
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gptcore import checkpoint as ckpt
+from gptcore import inspector as ins
+from gptcore.config import GPTConfig
+from gptcore.data import CharTokenizer
+from gptcore.model import apply_rope
+from gptcore.train import build_model
+
+CHARS = sorted(set(ins.DEFAULT_TEXT + "\n"))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tokenizer = CharTokenizer(CHARS)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=32, n_layer=2, n_head=4, d_ff=88, context=48)
+    model, _ = build_model(cfg, seed=3)
+    return model.eval(), tokenizer
+
+
+def one_hot_rows(T: int, key_of_query) -> torch.Tensor:
+    """A (T, T) pattern where query i puts all its weight on key_of_query(i)."""
+    pattern = torch.zeros(T, T)
+    for i in range(T):
+        pattern[i, key_of_query(i)] = 1.0
+    return pattern
+
+
+def test_head_scores_on_heads_built_to_be_exact():
+    ids = torch.tensor([0, 1, 2, 0, 1, 2])  # "abcabc": the second half repeats the first
+    previous = one_hot_rows(6, lambda i: max(i - 1, 0))
+    first = one_hot_rows(6, lambda i: 0)
+    induction = one_hot_rows(6, lambda i: i - 2 if i >= 3 else i)  # at the 2nd 'a' look at the 'b' after the 1st
+    half = 0.5 * induction + 0.5 * torch.eye(6)
+    patterns = torch.stack([previous, first, induction, half])[None]  # one layer, four heads
+
+    scores = ins.head_scores(patterns, ids).set_index("head")
+
+    assert list(scores.index) == ["L0H0", "L0H1", "L0H2", "L0H3"]
+    assert scores.loc["L0H0", ["previous_token", "first_token", "induction"]].tolist() == [1.0, 0.2, 0.0]
+    assert scores.loc["L0H1", ["previous_token", "first_token", "induction"]].tolist() == [0.2, 1.0, 0.0]
+    assert scores.loc["L0H2", ["previous_token", "first_token", "induction"]].tolist() == [0.0, 0.0, 1.0]
+    # queries 3..5 give half their weight to the induction target; queries 0..2 have no earlier occurrence
+    assert scores.loc["L0H3", "induction"] == 0.5
+    assert scores.loc["L0H3", "previous_token"] == 0.0
+
+
+def test_head_scores_layer_and_head_order():
+    ids = torch.tensor([0, 1, 0, 1])
+    patterns = torch.zeros(2, 3, 4, 4)
+    patterns[:] = one_hot_rows(4, lambda i: i)  # every head attends to itself
+    patterns[1, 2] = one_hot_rows(4, lambda i: max(i - 1, 0))  # except layer 1, head 2
+    scores = ins.head_scores(patterns, ids)
+    assert scores["head"].tolist() == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2"]
+    assert scores["previous_token"].tolist() == [0, 0, 0, 0, 0, 1]
+    assert (scores["layer"].tolist(), scores["head_index"].tolist()) == ([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2])
+
+
+def test_induction_targets_exclude_the_query_itself():
+    # "aaab": query 2 may read key 1 (after the 'a' at 0); key 2 would be the query itself
+    targets = ins.induction_targets(torch.tensor([0, 0, 0, 1]))
+    expected = torch.zeros(4, 4, dtype=torch.bool)
+    expected[2, 1] = True
+    expected[3, :] = False
+    assert torch.equal(targets, expected)
+
+
+def test_induction_score_is_nan_without_repeats():
+    scores = ins.head_scores(one_hot_rows(3, lambda i: 0)[None, None], torch.tensor([0, 1, 2]))
+    assert math.isnan(scores.loc[0, "induction"])
+    assert scores.loc[0, "first_token"] == 1.0
+
+
+def test_patterns_match_attention_written_out(tiny):
+    model, tokenizer = tiny
+    run = ins.inspect_text(model, tokenizer, ins.DEFAULT_TEXT[:40])
+    ids, T, cfg = run.ids, len(run.ids), model.cfg
+    x = model.emb(ids[None])
+    rope = (model.rope_cos[:T], model.rope_sin[:T])
+    expected = []
+    with torch.no_grad():
+        for block in model.blocks:
+            q, k, _ = block.attn.qkv(block.ln1(x)).split(cfg.d_model, dim=-1)
+            q, k = (t.view(1, T, cfg.n_head, cfg.d_head).transpose(1, 2) for t in (q, k))
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.d_head)
+            scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            expected.append(scores.softmax(-1)[0])
+            x = block(x, rope)
+    assert run.patterns.shape == (cfg.n_layer, cfg.n_head, T, T)
+    # (torch.allclose, not torch.testing.assert_close: the latter imports torch.distributed, ~5 s)
+    assert torch.allclose(run.patterns, torch.stack(expected), atol=1e-6)
+    assert torch.allclose(run.patterns.sum(-1), torch.ones(cfg.n_layer, cfg.n_head, T), atol=1e-6)
+    assert run.patterns.triu(1).abs().max() == 0
+    # the hooks only read: logits equal those of the ordinary fused-attention forward
+    assert torch.allclose(run.logits, model(ids[None])[0][0], atol=1e-5)
+
+
+def test_attention_patterns_is_the_inspection_tensor(tiny):
+    model, tokenizer = tiny
+    assert torch.equal(ins.attention_patterns(model, tokenizer, "Lily. Lily"),
+                       ins.inspect_text(model, tokenizer, "Lily. Lily").patterns)
+
+
+def test_long_text_is_cut_to_the_context_and_unknown_characters_are_reported(tiny):
+    model, tokenizer = tiny
+    text = "Lily€ " * 20  # 120 characters, 20 of them unknown: 100 known, context 48
+    run = ins.inspect_text(model, tokenizer, text)
+    assert len(run.ids) == 48 and run.text == ("Lily " * 10)[:48]
+    assert run.truncated == 100 - 48
+    assert run.unknown == {"€": 20}
+    with pytest.raises(ValueError, match="no character the model knows"):
+        ins.inspect_text(model, tokenizer, "€€€")
+
+
+def test_char_losses_average_to_the_model_loss(tiny):
+    model, tokenizer = tiny
+    run = ins.inspect_text(model, tokenizer, ins.DEFAULT_TEXT)
+    losses = ins.char_losses(run.logits, run.ids)
+    assert losses.shape == (len(run.ids),) and math.isnan(losses[0])
+    _, loss = model(run.ids[None, :-1], run.ids[None, 1:])
+    assert losses[1:].mean().item() == pytest.approx(loss.item(), rel=1e-5)
+    position = 7
+    probs = run.logits[position - 1].softmax(-1)
+    assert losses[position].item() == pytest.approx(-math.log(probs[run.ids[position]].item()), rel=1e-5)
+
+
+def test_top_predictions_are_the_largest_softmax_probabilities(tiny):
+    model, tokenizer = tiny
+    run = ins.inspect_text(model, tokenizer, ins.DEFAULT_TEXT)
+    top = ins.top_predictions(run.logits, tokenizer, 10, k=5)
+    probs = F.softmax(run.logits[10], -1)
+    assert len(top) == 5
+    assert top["probability"].tolist() == pytest.approx(sorted(probs.tolist(), reverse=True)[:5])
+    assert [tokenizer.stoi[c] for c in top["char"]] == torch.topk(probs, 5).indices.tolist()
+    assert top["label"].tolist() == ins.token_labels("".join(top["char"]))
+
+
+def test_token_labels_make_whitespace_visible():
+    assert ins.token_labels("a b\nc\t") == ["a", "␣", "b", "⏎", "c", "⇥"]
+
+
+def test_repeat_position_finds_the_name_coming_back():
+    assert ins.repeat_position(ins.DEFAULT_TEXT) == ins.DEFAULT_TEXT.rindex("Lily")
+    assert ins.repeat_position("Tom saw a dog. The dog ran.") is None
+
+
+def test_repeated_random_text_is_two_identical_halves():
+    tokenizer = CharTokenizer(CHARS)
+    text = ins.repeated_random_text(tokenizer, 30, seed=5)
+    assert len(text) == 60 and text[:30] == text[30:]
+    assert set(text) <= set(CHARS)
+    assert text == ins.repeated_random_text(tokenizer, 30, seed=5) != ins.repeated_random_text(tokenizer, 30, 6)
+
+
+def test_generate_is_model_stream_with_a_seeded_generator(tiny):
+    model, tokenizer = tiny
+    out = ins.generate(model, tokenizer, "Lily", 30, temperature=0.9, top_k=5, seed=11)
+    direct = model.stream(torch.tensor([tokenizer.encode("Lily")]), 30, temperature=0.9, top_k=5,
+                          generator=torch.Generator().manual_seed(11))
+    assert out == tokenizer.decode(list(direct)) and len(out) == 30
+    assert out != ins.generate(model, tokenizer, "Lily", 30, temperature=0.9, top_k=5, seed=12)
+
+
+def test_training_steps_lists_snapshots_then_the_final_weights(tiny, tmp_path):
+    model, tokenizer = tiny
+    for step in (0, 50):
+        ckpt.save_snapshot(tmp_path, model, tokenizer, step)
+    ckpt.save_checkpoint(tmp_path, model, tokenizer, {"step": 80})
+    assert [(s, p.name) for s, p in ins.training_steps(tmp_path)] == [
+        (0, "step_000000.safetensors"), (50, "step_000050.safetensors"), (80, "model.safetensors")]
+    ckpt.save_snapshot(tmp_path, model, tokenizer, 80)  # a snapshot at the final step replaces the final file
+    assert [s for s, _ in ins.training_steps(tmp_path)] == [0, 50, 80]
+    assert ins.training_steps(tmp_path)[-1][1].name == "step_000080.safetensors"
+
+
+def test_scores_over_training_has_every_step_head_and_score(tiny):
+    model, tokenizer = tiny
+    long = ins.scores_over_training([(0, model), (10, model)], tokenizer, "Lily and Lily")
+    assert len(long) == 2 * 8 * 3
+    assert set(long["score"]) == {"previous_token", "first_token", "induction"}
+    direct = ins.head_scores(*(lambda r: (r.patterns, r.ids))(ins.inspect_text(model, tokenizer, "Lily and Lily")))
+    at_10 = long[(long["step"] == 10) & (long["score"] == "induction")]["value"].to_numpy()
+    np.testing.assert_array_equal(at_10, direct["induction"].to_numpy())
+
+
+def test_exports_round_trip(tiny):
+    model, tokenizer = tiny
+    run = ins.inspect_text(model, tokenizer, "Lily, Lily")
+    L, H, T = model.cfg.n_layer, model.cfg.n_head, len(run.ids)
+    array = np.load(io.BytesIO(ins.patterns_npy(run.patterns)))
+    assert array.dtype == np.float32 and np.array_equal(array, run.patterns.numpy())
+    frame = pd.read_csv(io.StringIO(ins.patterns_csv(run.patterns, run.text)), keep_default_na=False)
+    assert len(frame) == L * H * T * T
+    row = frame[(frame.layer == 1) & (frame["head"] == 2) & (frame["query"] == 6) & (frame["key"] == 3)].iloc[0]
+    assert (row.query_char, row.key_char) == (run.text[6], run.text[3])
+    assert row.weight == pytest.approx(run.patterns[1, 2, 6, 3].item(), rel=1e-5)
+    sums = frame.groupby(["layer", "head", "query"])["weight"].sum()
+    np.testing.assert_allclose(sums.to_numpy(), 1.0, atol=1e-4)
+
+
+def test_highlight_html_escapes_and_shows_newlines():
+    out = ins.highlight_html("<b>\n", [0.0, 1.0, 0.5, 2.0], mark=1)
+    assert "&lt;" in out and "&gt;" in out and "<b>" not in out
+    assert "⏎" in out and "rgba(255, 75, 75, 1.000)" in out  # weights above 1 are clipped
+    assert out.count("outline") == 1

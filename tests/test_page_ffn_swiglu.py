@@ -1,0 +1,72 @@
+"""Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "ffn_swiglu.py")
+
+
+def run_page() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart_data(at: AppTest, key: str) -> list:
+    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
+    return json.loads(chart.proto.spec)["data"]
+
+
+def frame(at: AppTest, column: str):
+    """The first dataframe with this column (dataframes carry no key in AppTest)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def metrics(at: AppTest) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_renders_with_the_tutorial_numbers():
+    at = run_page()
+    examples = at.table[0].value
+    assert examples["d_ff"].tolist() == [344, 11008]
+    assert examples["d_model"].tolist() == [128, 4096]
+    assert metrics(at)["d_ff (rounded up)"] == "344"
+    budget = frame(at, "counted in FeedForward")
+    assert budget["formula"].tolist() == budget["counted in FeedForward"].tolist() == [131072, 132096, 196608]
+    assert any("matches the parameter count of a real gptcore FeedForward" in c.value for c in at.caption)
+
+
+def test_calculator_reproduces_llama_and_redraws():
+    at = run_page()
+    before = chart_data(at, "ffn-budget-bars")
+    at.number_input(key="ffn-calc-d").set_value(4096).run()
+    at.selectbox(key="ffn-calc-multiple").set_value(256).run()
+    assert not at.exception
+    assert metrics(at)["d_ff (rounded up)"] == "11,008"
+    assert metrics(at)["8/3 · d_model"] == "10,922.67"
+    budget = frame(at, "counted in FeedForward")
+    assert budget.loc[1, "counted in FeedForward"] == 3 * 4096 * 11008
+    assert chart_data(at, "ffn-budget-bars") != before
+
+
+def test_gate_heatmap_follows_the_input():
+    at = run_page()
+    before = chart_data(at, "ffn-gate")
+    at.number_input(key="ffn-gate-seed").set_value(7).run()
+    after = chart_data(at, "ffn-gate")
+    assert len(after) == 3 and after != before
+    curves = chart_data(at, "ffn-curves")
+    at.multiselect(key="ffn-acts").set_value(["SiLU"]).run()
+    assert [t["name"] for t in chart_data(at, "ffn-curves")] == ["SiLU"] != [t["name"] for t in curves]
+
+
+def test_quiz_says_right_and_wrong():
+    at = run_page()
+    at.radio(key="ffn-dff-radio").set_value("8/3·d_model")
+    at.button(key="ffn-dff-check").click().run()
+    assert at.success and at.success[0].value.startswith("Right.")
+    at.radio(key="ffn-dff-radio").set_value("4·d_model")
+    at.button(key="ffn-dff-check").click().run()
+    assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)

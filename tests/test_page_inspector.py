@@ -1,0 +1,146 @@
+"""The Inspect page on the shipped checkpoint: what it draws is exactly what gptcore computes."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from gptcore import checkpoint as ckpt
+from gptcore import inspector as ins
+
+SHIPPED = ckpt.CHECKPOINT_ROOT / "shipped-tiny"
+PAGE = Path(__file__).resolve().parent.parent / "pages" / "inspector.py"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return ckpt.load_checkpoint(SHIPPED)
+
+
+def run_page() -> AppTest:
+    """A fresh session. Each costs seconds of AppTest set-up, so tests that only read share one."""
+    at = AppTest.from_file(str(PAGE), default_timeout=90).run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture(scope="module")
+def default_view():
+    return run_page()
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The Plotly spec of the chart with this widget key, as sent to the browser."""
+    matches = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    assert len(matches) == 1, f"no single chart with key {key}"
+    return json.loads(matches[0].proto.spec)
+
+
+def array(value) -> np.ndarray:
+    """Decode a Plotly array: a plain list, or the typed {dtype, bdata, shape} form of plotly >= 6."""
+    if not isinstance(value, dict):
+        return np.asarray(value)
+    flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+    shape = value.get("shape")
+    return flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
+
+
+def grid_patterns(spec: dict, n_layer: int, n_head: int) -> np.ndarray:
+    traces = [array(t["z"]) for t in spec["data"]]
+    assert len(traces) == n_layer * n_head
+    return np.stack(traces).reshape(n_layer, n_head, *traces[0].shape)
+
+
+def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view):
+    at = default_view
+    assert at.selectbox(key="inspect-checkpoint").value == "shipped-tiny"
+    assert not at.warning and not at.error
+    cfg = shipped.model.cfg
+    direct = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
+
+    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
+    T = len(ins.DEFAULT_TEXT)
+    assert shown.shape == (cfg.n_layer, cfg.n_head, T, T)
+    np.testing.assert_allclose(shown, direct, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(shown.sum(-1), 1.0, atol=1e-5)  # every query's weights sum to 1
+    assert np.all(np.triu(shown, k=1) == 0)  # no query sees a later character
+    np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct[0, 0], atol=1e-6)
+
+
+def test_head_finder_and_predictions_match_gptcore(shipped, default_view):
+    at = default_view
+    run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
+    expected = ins.head_scores(run.patterns, run.ids).set_index("head")
+    table = at.dataframe[0].value
+    for column in ("previous_token", "first_token", "induction"):
+        np.testing.assert_allclose(table[column].to_numpy(), expected[column].round(3).to_numpy(), atol=1e-9)
+
+    # both position pickers start where the hero's name comes back
+    position = ins.repeat_position(ins.DEFAULT_TEXT)
+    assert at.select_slider(key=f"inspect-position-{len(run.ids)}").value == position
+    top = ins.top_predictions(run.logits, shipped.tokenizer, position, 10)
+    bars = chart(at, "inspect-predictions")["data"][0]
+    assert list(bars["x"]) == top["label"].tolist()
+    np.testing.assert_allclose(array(bars["y"]), top["probability"].to_numpy(), atol=1e-6)
+
+
+def test_head_choice_and_training_slider(shipped):
+    at = run_page()
+    cfg = shipped.model.cfg
+    last = f"L{cfg.n_layer - 1}H{cfg.n_head - 1}"
+    at.selectbox(key="inspect-head").set_value(last).run()
+    assert not at.exception
+    direct = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)[-1, -1].numpy()
+    np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct, atol=1e-6)
+    titles = [a["text"] for a in chart(at, "inspect-grid")["layout"]["annotations"]]
+    assert f"<b>▶ {last}</b>" in titles
+
+    # over training: the slider steps through the snapshots, each drawn from its own weights
+    steps = ins.training_steps(SHIPPED)
+    assert len(steps) >= 3, "the shipped model must come with snapshots"
+    slider = at.select_slider(key="inspect-step-shipped-tiny")
+    assert list(slider.options) == [str(s) for s, _ in steps]
+    first_step, first_path = steps[0]
+    slider.set_value(first_step).run()
+    assert not at.exception
+    model, tokenizer, _ = ckpt.load_weights(first_path)
+    direct = ins.attention_patterns(model, tokenizer, ins.DEFAULT_TEXT).numpy()
+    shown = grid_patterns(chart(at, "inspect-training-grid"), model.cfg.n_layer, model.cfg.n_head)
+    np.testing.assert_allclose(shown, direct, atol=1e-6)
+    final = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
+    assert not np.allclose(shown, final, atol=1e-3)  # the patterns really changed during training
+
+
+def test_long_or_unreadable_text_gets_a_visible_message(shipped):
+    at = run_page()
+    context = shipped.model.cfg.context
+    text = ins.DEFAULT_TEXT + " €€ " + ins.DEFAULT_TEXT
+    at.text_area(key="inspect-text").set_value(text).run()
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "'€'×2" in warnings
+    known = len(shipped.tokenizer.encode(text))
+    assert f"only the first {context} are analysed, the last {known - context} are left out" in warnings
+    cfg = shipped.model.cfg
+    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
+    direct = ins.attention_patterns(shipped.model, shipped.tokenizer, text).numpy()
+    assert shown.shape[-1] == context
+    np.testing.assert_allclose(shown, direct, atol=1e-6)
+
+    at.text_area(key="inspect-text").set_value("€€€").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["Nothing to inspect: the text has no character the model knows."]
+
+
+def test_generate_streams_from_the_model_with_the_chosen_settings(shipped):
+    at = run_page()
+    at.slider(key="inspect-temperature").set_value(0.5)
+    at.number_input(key="inspect-seed").set_value(7)
+    at.slider(key="inspect-gen-chars").set_value(60)
+    at.button(key="inspect-generate").click().run()
+    assert not at.exception
+    prompt, generated = at.session_state["inspect-generated"]
+    assert prompt == ins.DEFAULT_TEXT
+    assert generated == ins.generate(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT, 60, 0.5, None, 7)

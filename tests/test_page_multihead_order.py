@@ -1,0 +1,56 @@
+"""Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
+import pytest
+
+from page_helpers import chart, frame, run_page
+
+
+@pytest.fixture
+def at():
+    at = run_page("multihead_order.py")
+    assert not at.exception
+    return at
+
+
+def test_parameter_count_is_the_same_for_every_head_count(at):
+    counts = frame(at, "n_head")
+    assert counts["parameters"].tolist() == [65_536] * len(counts) and len(counts) >= 4
+
+
+def test_tutorial_permutation_is_true_without_mask_and_false_with_mask_or_rope(at):
+    assert at.text_input(key="mh-perm").value == "4, 2, 0, 1, 3"
+    table = frame(at, "allclose").set_index("attention")["allclose"]
+    assert table.tolist() == ["True", "False", "False", "False"]
+    assert table.index[1] == "with the causal mask" and table.index[2] == "with RoPE"
+
+
+def test_head_count_changes_the_patterns(at):
+    assert len(chart(at, "mh-patterns")) == 2
+    at.button_group(key="mh-heads").set_value(4).run()
+    assert len(chart(at, "mh-patterns")) == 4
+    at.button_group(key="mh-heads").set_value(1).run()
+    patterns = chart(at, "mh-patterns")
+    assert len(patterns) == 1 and patterns[0]["z"][0][1:] == [0.0] * 4  # causal: row 0 sees only itself
+
+
+def test_a_new_permutation_changes_the_outputs_and_stays_equal_without_position_info(at):
+    before = chart(at, "perm-outputs")
+    at.text_input(key="mh-perm").set_value("1 0 2 3 4").run()
+    after = chart(at, "perm-outputs")
+    assert after[0]["z"] != before[0]["z"]
+    assert frame(at, "allclose")["allclose"].tolist()[0] == "True"
+    assert max(abs(v) for row in after[2]["z"] for v in row) < 1e-4  # the difference panel
+
+
+def test_mask_variant_shows_a_nonzero_difference(at):
+    at.radio(key="mh-variant").set_value("with the causal mask").run()
+    difference = chart(at, "perm-outputs")[2]["z"]
+    assert max(abs(v) for row in difference for v in row) > 1
+
+
+@pytest.mark.parametrize("text, message", [("4 2 0 1", "give 5 numbers"), ("4 2 0 1 9", "9 is out of range"),
+                                           ("a b c d e", "'a' is not a whole number"), ("", "enter an order")])
+def test_bad_permutations_get_a_clear_message(at, text, message):
+    at.text_input(key="mh-perm").set_value(text).run()
+    assert not at.exception
+    assert message in at.error[0].value
+    assert not any("allclose" in d.value.columns for d in at.dataframe)

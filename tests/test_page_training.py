@@ -1,0 +1,300 @@
+"""The Train page through AppTest: start, finish, stop, diverge, refuse, bad corpora, resume, manage.
+
+Runs use a tiny model on 20,000 built-in characters, so each trains in well under a second; the
+live fragment does not tick in AppTest, so tests wait on the job and call at.run() again.
+"""
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from gptcore import checkpoint as ckpt
+from gptcore import runs
+from gptcore.config import GPTConfig
+from gptcore.data import CorpusError
+from gptcore.recipes import RECIPES
+from gptcore.train import TrainConfig
+from gptcore.ui import job_registry
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
+TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_context=16,
+            tr_t_steps=20, tr_t_batch_size=4, tr_t_eval_every=10, tr_t_sample_every=10, tr_t_checkpoint_every=10,
+            tr_t_threads=1)
+
+
+@pytest.fixture(autouse=True)
+def root(tmp_path, monkeypatch):
+    """A private checkpoints folder and an empty job registry for every test."""
+    monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    job_registry.clear()
+    yield tmp_path
+    registry = job_registry()
+    for name in registry.live():
+        job = registry.get(name)
+        job.stop()
+        job.join(60)
+    job_registry.clear()
+
+
+def page(**settings) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["tr_builtin_chars"] = 20_000  # not the 1M default: keeps the corpus instant
+    at.run()
+    for key, value in {**TINY, **settings}.items():
+        at.number_input(key=key).set_value(value)
+    return at.run()
+
+
+def start(at: AppTest, name: str) -> AppTest:
+    at.text_input(key="tr_name").set_value(name).run()
+    return at.button(key="tr_start").click().run()
+
+
+def finish(name: str, timeout: float = 60) -> None:
+    job = job_registry().get(name)
+    assert job is not None, "no job was started"
+    job.join(timeout)
+    assert not job.state.active
+
+
+def wait_for_step(name: str, step: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while job_registry().get(name).snapshot().data.get("step", -1) < step:
+        assert time.monotonic() < deadline, f"{name} did not reach step {step}"
+        time.sleep(0.05)
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]
+
+
+def test_lists_every_recipe_and_applies_it():
+    at = page()
+    preset = at.selectbox(key="tr_recipe")
+    assert preset.options == [r.name for r in RECIPES.values()]
+    assert preset.value == "tutorial"
+    assert at.number_input(key="tr_t_steps").value == 20
+    preset.set_value("quick").run()
+    quick = RECIPES["quick"].train
+    assert at.number_input(key="tr_t_steps").value == quick.steps
+    assert at.number_input(key="tr_t_batch_size").value == quick.batch_size
+    assert at.number_input(key="tr_m_d_model").value == RECIPES["quick"].model.d_model
+    preset.set_value("tutorial").run()
+    assert at.number_input(key="tr_t_steps").value == 1500
+    assert at.number_input(key="tr_t_lr").value == pytest.approx(3e-3)
+    assert at.number_input(key="tr_t_sample_every").value == 100
+    # the tutorial's 810,624 with 62 characters instead of 74: embedding and head lose 2·128·12
+    assert "**807,552 parameters** with this corpus's 62 characters" in texts(at.markdown)
+
+
+def test_tiny_run_starts_finishes_and_its_checkpoint_reloads(root):
+    at = start(page(), "tiny")
+    assert not at.exception and not at.error
+    finish("tiny")
+    at.run()
+    [done] = texts(at.success)
+    assert done.startswith("Finished 21 steps")
+    reloaded = ckpt.load_checkpoint(root / "tiny")
+    assert reloaded.meta["step"] == 20 and reloaded.meta["status"] == "finished"
+    assert f"**{reloaded.meta['final_val_loss']:.4f}**" in done
+    assert reloaded.model.num_params() == job_registry().get("tiny").snapshot().data["params"]
+    assert [e.label for e in at.metric][:3] == ["Train loss", "Val loss (estimate)", "Tokens / s"]
+    assert len(at.code) == 3  # samples at steps 20 (final), 10 and 0, newest first
+    assert texts(at.caption)[texts(at.caption).index("step 20"):][:3] == ["step 20", "step 10", "step 0"]
+    table = at.dataframe[0].value
+    assert table.loc[0, "run"] == "tiny" and table.loc[0, "status"] == "finished"
+    assert table.loc[0, "final val (whole split)"] == pytest.approx(reloaded.meta["final_val_loss"])
+
+
+def test_stop_ends_the_run_and_saves_it(root):
+    at = start(page(tr_t_steps=1_000_000), "long")
+    wait_for_step("long", 3)
+    at.run()
+    assert "long · running" in " ".join(texts(at.markdown))
+    at.button(key="tr_stop").click().run()
+    finish("long")
+    at.run()
+    [stopped] = texts(at.warning)
+    assert stopped.startswith("Stopped at step")
+    meta = ckpt.read_meta(root / "long")
+    assert meta["status"] == "stopped" and 3 <= meta["step"] < 1_000_000
+    assert f"Stopped at step {meta['step']:,}" in stopped
+
+
+def test_absurd_learning_rate_ends_with_the_nan_message_and_a_good_checkpoint(root):
+    # lr 10 plus weight decay 1: AdamW scales every weight by 1 - 10·1 = -9 per step, so the weights
+    # overflow within a few steps on any data (lr 10 alone does not reliably NaN: Adam's update is
+    # bounded by about lr per weight).
+    at = start(page(tr_t_lr=10.0, tr_t_weight_decay=1.0, tr_t_checkpoint_every=1), "boom")
+    finish("boom")
+    at.run()
+    [error] = texts(at.error)
+    assert error.startswith("Training diverged: weights became NaN or infinite by step 2.")
+    assert f"The last good checkpoint (step 1) is kept in {root / 'boom'}" in error
+    kept = ckpt.load_checkpoint(root / "boom")
+    assert kept.meta["step"] == 1 and kept.meta["status"] == "diverged"
+    assert all(torch.isfinite(p).all() for p in kept.model.parameters())
+    assert at.dataframe[0].value.loc[0, "status"] == "diverged"
+
+
+def test_second_start_is_refused_naming_the_active_run():
+    at = start(page(tr_t_steps=1_000_000), "first")
+    assert not at.error
+    at = start(at, "second")
+    assert texts(at.error) == ["'first' (train) is already running; stop it or wait for it to finish "
+                               "before starting another job."]
+    assert set(job_registry().jobs) == {"first"}
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "looks binary"),
+    ("Lucy's caf\u00e9".encode("cp1252"), "is not UTF-8 text"),
+])
+def test_bad_corpus_files_get_a_clear_message(tmp_path, content, message):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    at = page()
+    at.radio(key="tr_source").set_value("file").run()
+    at.text_input(key="tr_path").set_value(str(path)).run()
+    assert len(at.error) == 1 and message in at.error[0].value
+    assert at.button(key="tr_start").disabled
+
+
+def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.truncate(65 * 1024 * 1024)  # sparse file: refused from its size, never read
+    at = page()
+    at.radio(key="tr_source").set_value("file").run()
+    at.text_input(key="tr_path").set_value(str(huge)).run()
+    assert "over the limit of 67,108,864 bytes" in at.error[0].value
+
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("short.txt", b"Once upon a time, Lucy had a cat.", "text/plain")
+    at.run()
+    assert not at.error and "33 characters" in " ".join(texts(at.caption))
+    at = start(at, "short")
+    assert "corpus has 33 characters; context 16 needs at least 180" in at.error[0].value
+    assert job_registry().latest("train") is None
+
+
+def test_interrupted_run_shows_as_such_and_continues_from_the_page(root):
+    # What a server restart leaves behind: meta.json says "running", and no job of this process owns it.
+    source = {"kind": "builtin", "chars": 20_000, "seed": 0}
+    cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
+    trainer = runs.RunTrainer(cfg, TrainConfig(steps=20, batch_size=4, checkpoint_every=5, threads=1),
+                              runs.load_source(source), source, root / "cut")
+
+    def crash(t):
+        if t.step + 1 == 13:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run(after_backward=crash)
+    at = page()
+    assert at.dataframe[0].value.loc[0, "status"] == "interrupted"
+    assert at.selectbox(key="tr_manage").value == "cut"
+    assert at.number_input(key="tr_until_cut").value == 20  # the run's own goal
+    at.number_input(key="tr_until_cut").set_value(15).run()
+    at.button(key="tr_continue").click().run()
+    finish("cut")
+    at.run()
+    meta = ckpt.read_meta(root / "cut")
+    assert meta["status"] == "finished" and meta["step"] == 15
+    assert meta["history"]["step"] == list(range(16))
+    assert at.dataframe[0].value.loc[0, "status"] == "finished"
+
+
+def test_rename_and_delete_from_the_page(root):
+    at = start(page(), "old")
+    finish("old")
+    at.run()
+    at.text_input(key="tr_new_name_old").set_value("new name").run()
+    at.button(key="tr_rename").click().run()
+    assert not at.error
+    assert ckpt.load_checkpoint(root / "new-name").meta["step"] == 20 and not (root / "old").exists()
+    assert at.selectbox(key="tr_manage").value == "new-name"
+    assert at.button(key="tr_delete").disabled
+    at.checkbox(key="tr_delete_sure").check().run()
+    at.button(key="tr_delete").click().run()
+    assert not (root / "new-name").exists()
+    assert "No saved runs" in at.info[-1].value
+
+
+def sidebar_line(name: str) -> str:
+    # A fresh AppTest each time: a second run() of an st.navigation app comes back without its sidebar.
+    app = AppTest.from_file(str(Path(PAGE).parent.parent / "app.py"), default_timeout=60).run()
+    [line] = [c.value for c in app.sidebar.caption if name in c.value]
+    return line
+
+
+def test_sidebar_shows_the_training_job_on_every_page():
+    at = start(page(tr_t_steps=1_000_000), "side")
+    wait_for_step("side", 2)
+    at.run()
+    line = sidebar_line("side")
+    assert line.startswith(":material/play_circle: train **side** · step ") and line.endswith(" · running")
+    at.button(key="tr_stop").click().run()
+    finish("side")
+    line = sidebar_line("side")
+    assert line.startswith(":material/stop_circle: train **side** · step ") and line.endswith("/1,000,000 · stopped")
+
+
+def test_tinystories_download_reports_progress_failure_and_success(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "DOWNLOAD_CACHE", tmp_path / "cache")
+    calls = []
+
+    def offline(cache_dir, progress):
+        calls.append(cache_dir)
+        progress(1000, 4000)
+        raise CorpusError("could not download https://example/valid.txt: <urlopen error no network>")
+
+    monkeypatch.setattr(runs, "download_tinystories_valid", offline)
+    at = page()
+    at.radio(key="tr_source").set_value("tinystories").run()
+    assert "download the TinyStories validation split first" in at.error[0].value
+    assert at.button(key="tr_start").disabled
+    at.button(key="tr_download").click().run()
+    assert calls == [tmp_path / "cache"]
+    assert any("urlopen error no network" in e.value for e in at.error)
+
+    def online(cache_dir, progress):  # like the real one: fetch once, then serve the cached file
+        path = cache_dir / "TinyStoriesV2-GPT4-valid.txt"
+        if not path.is_file():
+            path.parent.mkdir(parents=True)
+            path.write_text("Once upon a time there was a cat named Tom. " * 200)
+            progress(path.stat().st_size, path.stat().st_size)
+        return path
+
+    monkeypatch.setattr(runs, "download_tinystories_valid", online)
+    at.button(key="tr_download").click().run()
+    at.run()
+    assert not at.error and not at.exception
+    assert "TinyStories' validation split is downloaded." in texts(at.caption)
+    assert "8,800 characters · 19 distinct · 90% train / 10% validation" in texts(at.caption)
+
+
+def test_an_uploaded_run_continues_after_the_upload_is_given_again(root):
+    story = ("Lily saw a big red ball. She ran to the ball and kicked it far away. " * 300).encode()
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("lily.txt", story, "text/plain")
+    at.number_input(key="tr_max_chars").set_value(0)
+    at = start(at.run(), "up")
+    finish("up")
+    at.run()
+    assert ckpt.read_meta(root / "up")["corpus_source"] == {"kind": "upload", "name": "lily.txt", "max_chars": None}
+    at.number_input(key="tr_until_up").set_value(25).run()
+    at.button(key="tr_continue").click().run()
+    assert "choose a text file to upload" not in " ".join(texts(at.error))  # falls back to the path field
+    assert "enter the path" in at.error[0].value
+    at.file_uploader(key="tr_cont_upload").upload("lily.txt", story, "text/plain")
+    at.run()
+    at.button(key="tr_continue").click().run()
+    assert not at.error
+    finish("up")
+    meta = ckpt.read_meta(root / "up")
+    assert meta["step"] == 25 and meta["history"]["step"] == list(range(26))

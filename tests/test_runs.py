@@ -1,0 +1,264 @@
+"""gptcore.baselines and gptcore.runs: reference losses, the training job, runs on disk."""
+import math
+import os
+import zipfile
+from io import BytesIO
+
+import pytest
+import torch
+
+from gptcore import checkpoint as ckpt
+from gptcore import runs
+from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
+from gptcore.config import GPTConfig
+from gptcore.data import CorpusError
+from gptcore.jobs import JobRefused, JobRegistry
+from gptcore.train import TrainConfig
+
+TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
+SOURCE = {"kind": "builtin", "chars": 20_000, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return runs.load_source(SOURCE)
+
+
+def tiny_tc(**changes) -> TrainConfig:
+    return TrainConfig(**{"steps": 20, "batch_size": 4, "eval_every": 10, "threads": 1, "sample_chars": 20, **changes})
+
+
+def train(corpus, out_dir, registry=None, **changes):
+    """Run a tiny RunTrainer to completion in a job; returns the job's final state."""
+    registry = registry or JobRegistry()
+    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
+    job.join(60)
+    return job.snapshot()
+
+
+# ---------------------------------------------------------------- baselines
+
+def test_uniform_loss_is_ln_vocab_as_in_the_tutorial():
+    assert uniform_loss(74) == pytest.approx(4.3041, abs=1e-4)  # the tutorial's "ln 74 = 4.30"
+    with pytest.raises(ValueError):
+        uniform_loss(0)
+
+
+def test_bigram_val_loss_by_hand_with_add_one():
+    train_ids, val_ids = torch.tensor([0, 1, 0, 1, 0]), torch.tensor([0, 1, 1])
+    # counts: 0→1 twice, 1→0 twice. Add-one: P(1|0) = 3/4, P(1|1) = 1/4.
+    expected = (math.log(4 / 3) + math.log(4)) / 2
+    assert bigram_val_loss(train_ids, val_ids, 2) == pytest.approx(expected, rel=1e-12)
+    assert bigram_counts(train_ids, 2).tolist() == [[0, 2], [2, 0]]
+
+
+def test_bigram_val_loss_matches_a_direct_count():
+    gen = torch.Generator().manual_seed(0)
+    train_ids, val_ids = torch.randint(5, (300,), generator=gen), torch.randint(5, (50,), generator=gen)
+    alpha = 0.1
+    pairs = list(zip(train_ids.tolist(), train_ids[1:].tolist()))
+    losses = []
+    for a, b in zip(val_ids.tolist(), val_ids[1:].tolist()):
+        row = sum(1 for p in pairs if p[0] == a)
+        losses.append(-math.log((pairs.count((a, b)) + alpha) / (row + 5 * alpha)))
+    assert bigram_val_loss(train_ids, val_ids, 5, alpha) == pytest.approx(sum(losses) / len(losses), rel=1e-9)
+    with pytest.raises(ValueError):
+        bigram_val_loss(train_ids, val_ids, 5, alpha=0)
+
+
+def test_bigram_beats_uniform_on_stories(corpus):
+    trainer = runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, None)
+    losses = runs.baseline_losses(trainer)
+    assert losses["uniform"] == pytest.approx(math.log(trainer.tokenizer.vocab_size))
+    assert 1.5 < losses["bigram"] < losses["uniform"] - 1
+
+
+# ---------------------------------------------------------------- summaries
+
+def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
+    state = torch.get_rng_state()
+    assert runs.count_params(GPTConfig(vocab_size=74)) == 810_624
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_describe_and_format_helpers():
+    assert runs.describe_model(GPTConfig()).startswith("d_model 128 · 4 layers · 4 heads of 32 · SwiGLU d_ff 344")
+    assert runs.describe_training(TrainConfig()).startswith("1,501 steps · batch 32 · AdamW lr 0.003 (constant)")
+    assert runs.format_duration(348) == "5m 48s" and runs.format_duration(3700) == "1h 01m"
+    assert runs.format_duration(None) == "–"
+    assert runs.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no pull toward 0
+    xs, ys = runs.thin(list(range(10_001)), list(range(10_001)), limit=2000)
+    assert len(xs) <= 2001 and xs[-1] == 10_000 and xs == ys
+    assert [runs.nice_interval(x) for x in (0.3, 7, 13.3, 100)] == [1, 5, 10, 100]
+
+
+def test_watch_defaults_only_fill_in_samples_and_checkpoints():
+    tc = runs.watch_defaults(TrainConfig())
+    assert (tc.sample_every, tc.checkpoint_every) == (100, 100)
+    assert {**tc.to_dict(), "sample_every": 0, "checkpoint_every": 0} == TrainConfig().to_dict()
+    assert runs.watch_defaults(TrainConfig(sample_every=7)).sample_every == 7
+
+
+def test_samples_and_checkpoints_do_not_change_the_run(corpus, tmp_path):
+    watched = train(corpus, tmp_path / "watched", sample_every=3, checkpoint_every=4)
+    plain = train(corpus, tmp_path / "plain")
+    assert watched.data["curve_loss"] == plain.data["curve_loss"]
+    assert watched.data["evals"] == plain.data["evals"]
+
+
+# ---------------------------------------------------------------- corpora
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"\x00\x01binary\x00", "looks binary"),
+    ("caf\u00e9 stories".encode("latin-1"), "not UTF-8"),
+    (b"   \n\t ", "only whitespace"),
+])
+def test_bad_files_are_refused_with_a_reason(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    with pytest.raises(CorpusError, match=message):
+        runs.load_source({"kind": "file", "path": str(path), "max_chars": None})
+    with pytest.raises(CorpusError, match=message):
+        runs.load_source({"kind": "upload", "name": "bad.txt", "max_chars": None}, upload=content)
+
+
+def test_too_large_and_missing_files_are_refused(tmp_path):
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.truncate(65 * 1024 * 1024)  # sparse: no disk used, and never read
+    with pytest.raises(CorpusError, match="over the limit"):
+        runs.load_source({"kind": "file", "path": str(huge), "max_chars": None})
+    with pytest.raises(CorpusError, match="no such file"):
+        runs.load_source({"kind": "file", "path": str(tmp_path / "nope.txt"), "max_chars": None})
+    with pytest.raises(CorpusError, match="enter the path"):
+        runs.load_source({"kind": "file", "path": " ", "max_chars": None})
+
+
+def test_too_short_corpus_is_refused_by_the_trainer(tmp_path):
+    short = runs.load_source({"kind": "upload", "name": "s.txt", "max_chars": None}, upload=b"Once upon a time.")
+    with pytest.raises(CorpusError, match="needs at least"):
+        runs.RunTrainer(TINY, tiny_tc(), short, None, tmp_path / "x")
+
+
+def test_max_chars_truncates_and_says_so(tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("abcdefghij" * 10)
+    corpus = runs.load_source({"kind": "upload", "name": "s.txt", "max_chars": 25}, upload=path.read_bytes())
+    assert corpus.text == ("abcdefghij" * 3)[:25] and corpus.description == "upload s.txt, first 25 chars"
+    assert runs.load_source({"kind": "file", "path": str(path), "max_chars": 30}).text == "abcdefghij" * 3
+    assert runs.reloadable({"kind": "file"}) and not runs.reloadable({"kind": "upload"})
+    assert not runs.reloadable(None)
+
+
+# ---------------------------------------------------------------- jobs and runs on disk
+
+def test_a_run_writes_a_checkpoint_that_reloads(corpus, tmp_path):
+    state = train(corpus, tmp_path / "a", sample_every=10)
+    assert state.status == "finished" and state.progress == 1.0
+    loaded = ckpt.load_checkpoint(tmp_path / "a")
+    assert loaded.meta["step"] == 20 and loaded.meta["status"] == "finished"
+    assert loaded.meta["corpus_source"] == SOURCE
+    assert [s["step"] for s in state.data["samples"]] == [0, 10, 20]
+    assert state.data["final_val"] == pytest.approx(loaded.meta["final_val_loss"])
+
+
+def test_absurd_hyperparameters_diverge_and_keep_the_last_good_checkpoint(corpus, tmp_path):
+    # lr 10 with weight decay 1: AdamW multiplies every weight by 1 - lr·wd = -9 each step, so the
+    # weights overflow within a few steps whatever the data. lr 10 alone does not reliably NaN,
+    # because Adam's normalised update moves each weight by at most about lr per step.
+    state = train(corpus, tmp_path / "boom", lr=10.0, weight_decay=1.0, checkpoint_every=1)
+    assert state.status == "failed" and state.data["diverged"]
+    assert state.message.startswith("Training diverged: ") and "NaN or infinite" in state.message
+    kept = ckpt.load_checkpoint(tmp_path / "boom")
+    assert f"last good checkpoint (step {kept.meta['step']})" in state.message
+    assert kept.meta["step"] == state.data["step"] - 1  # the step whose update blew up was not saved
+    assert all(torch.isfinite(p).all() for p in kept.model.parameters())
+    run = runs.read_run(tmp_path / "boom")
+    assert run.status == "diverged" and run.resumable
+
+
+def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
+    class Crash(Exception):
+        pass
+
+    def crash_at_step_13(trainer):
+        if trainer.step + 1 == 13:
+            raise Crash
+
+    trainer = runs.RunTrainer(TINY, tiny_tc(checkpoint_every=5), corpus, SOURCE, tmp_path / "cut")
+    with pytest.raises(Crash):
+        trainer.run(after_backward=crash_at_step_13)
+    [run] = runs.list_runs(tmp_path)
+    assert (run.status, run.step, run.resumable) == ("interrupted", 10, True)
+    assert runs.list_runs(tmp_path, live={"cut": "running"})[0].status == "running"
+
+    resumed = runs.RunTrainer(None, runs.resume_config(run, 20), corpus, SOURCE, run.path, resume_from=run.path)
+    assert resumed.start_step == 11
+    assert resumed.run() == "finished"
+    again = runs.read_run(run.path)
+    assert (again.status, again.step) == ("finished", 20)
+    assert again.history["step"] == list(range(21))
+    with pytest.raises(ValueError, match="already at step 20"):
+        runs.resume_config(again, 20)
+
+
+def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
+    registry = JobRegistry()
+    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
+    try:
+        with pytest.raises(JobRefused, match="'long' \\(train\\) is already running"):
+            runs.refuse_if_busy(registry)
+        with pytest.raises(JobRefused, match="'long'"):
+            runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
+        with pytest.raises(ckpt.CheckpointError, match="while it is training"):
+            runs.delete_run(tmp_path / "long", registry)
+    finally:
+        job.stop()
+        job.join(60)
+    assert job.state.status == "stopped"
+    assert ckpt.read_meta(tmp_path / "long")["status"] == "stopped"
+
+
+def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
+    registry = JobRegistry()
+    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
+    job.pause()
+    assert job.state.status == "paused"
+    job.resume()
+    assert job.state.status == "running"
+    job.pause()
+    job.stop()  # a stop while paused must not hang
+    job.join(60)
+    assert job.state.status == "stopped"
+    job.pause()  # a late click must not make a finished job active again
+    job.resume()
+    assert job.state.status == "stopped" and registry.active() is None
+
+
+def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
+    train(corpus, tmp_path / "one")
+    train(corpus, tmp_path / "two", lr=1e-3)
+    listed = runs.list_runs(tmp_path)
+    assert {r.name for r in listed} == {"one", "two"}
+    one = next(r for r in listed if r.name == "one")
+    assert one.best_val == min(one.history["eval_val"]) and one.total_steps == 20
+    frame = runs.runs_frame(listed)
+    assert list(frame.columns) == ["run", "status", "steps", "best val (estimate)", "final val (whole split)",
+                                   "wall time", "params", "corpus", "saved"]
+    assert set(frame["steps"]) == {"21 / 21"} and set(frame["status"]) == {"finished"}
+    curves = runs.run_curves(listed)
+    assert set(curves.groupby(["run", "series"]).size().items()) == {
+        (("one", "train (smoothed)"), 21), (("one", "val"), 3), (("two", "train (smoothed)"), 21), (("two", "val"), 3)}
+    with zipfile.ZipFile(BytesIO(runs.zip_run(one.path))) as z:
+        assert {"one/model.safetensors", "one/meta.json", "one/config.json", "one/optimizer.safetensors"} <= set(
+            z.namelist())
+    assert runs.suggest_name("one", tmp_path) == "one-1"
+    with pytest.raises(ckpt.CheckpointError, match="already exists"):
+        runs.new_run_dir("two", tmp_path)
+    registry = JobRegistry()
+    renamed = runs.rename_run(one.path, "renamed run", registry)
+    assert renamed.name == "renamed-run" and ckpt.load_checkpoint(renamed).meta["step"] == 20
+    runs.delete_run(renamed, registry)
+    assert [r.name for r in runs.list_runs(tmp_path)] == ["two"]
+    assert os.listdir(tmp_path) == ["two"]
