@@ -23,6 +23,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from gptcore.recipes import RECIPES  # noqa: E402
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 PARAMS_TEXT = """() => {
@@ -59,6 +61,7 @@ def wait_idle(page) -> None:
 def start_quick_demo(page) -> None:
     page.get_by_label("Preset").click()
     page.get_by_role("option", name="Quick demo").click()
+    page.get_by_text(RECIPES["quick"].description).wait_for(timeout=300_000)
     wait_idle(page)
     page.get_by_role("button", name="Start training").click()
     page.get_by_text("quick-1 · running").wait_for(timeout=300_000)

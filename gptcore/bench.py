@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from .config import GPTConfig
 from .data import get_batch
 from .model import GPT
-from .train import TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at, make_optimizer
+from .train import INIT_LOCK, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
@@ -116,8 +116,10 @@ class TutorialGPT(nn.Module):
 def tutorial_twin(model: GPT) -> TutorialGPT:
     """The tutorial's literal model carrying a copy of model's weights (RoPE, RMSNorm, SwiGLU configs only)."""
     cfg = model.cfg
-    twin = TutorialGPT(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff)
+    with INIT_LOCK, torch.random.fork_rng(devices=[]):  # its throwaway init must not shift a seeded build elsewhere
+        twin = TutorialGPT(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff)
     twin.load_state_dict(model.state_dict())
+    twin.cfg = cfg  # what evaluate() reads for the context
     return twin
 
 
@@ -327,7 +329,7 @@ def run_speed(args) -> int:
 # --- Time to loss -------------------------------------------------------------------------------------------------
 
 class TakeTurns:
-    """Lets threads run one at a time in rotation, so two training runs see the same machine load."""
+    """Lets threads run one at a time in rotation, so concurrent training runs see the same machine load."""
 
     def __init__(self, names: list[str]):
         self.order, self.turn = list(names), 0
@@ -353,8 +355,8 @@ class TakeTurns:
 
 @dataclass
 class Curve:
-    """Whole-val-split loss of one run at checkpoints, against its training wall time (evals at checkpoints
-    excluded, the recipe's own evals and samples included)."""
+    """Whole-val-split loss of one run at checkpoints, against its training wall time (checkpoint evals
+    excluded; the run's own val estimates and samples included)."""
     name: str
     step: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
@@ -365,50 +367,91 @@ class Curve:
         return next(((s, t) for s, t, v in zip(self.step, self.seconds, self.val) if v <= target), None)
 
 
-def train_in_turns(trainer: Trainer, curve: Curve, every: int, turns: TakeTurns,
-                   report: Callable[[Curve], None]) -> None:
-    """Run trainer, measuring evaluate() on the whole val split every `every` steps and at the end."""
-    busy, resumed = 0.0, 0.0
+class TurnClock:
+    """One run's side of the rotation: times its steps, evaluates at checkpoints off the clock, yields the CPU."""
 
-    def on_event(kind, d):
-        nonlocal busy, resumed
-        if kind != "step":
-            return
-        busy += time.perf_counter() - resumed
-        step = d["step"]
-        if step % every == 0 or step == trainer.tc.steps:
-            curve.step.append(step)
-            curve.seconds.append(busy)
-            curve.val.append(evaluate(trainer.model, trainer.val_ids))
-            trainer.model.train()
-            report(curve)
-        turns.pass_on(curve.name)
-        turns.wait(curve.name)
-        resumed = time.perf_counter()
+    def __init__(self, curve: Curve, turns: TakeTurns, every: int, last_step: int, val_ids: torch.Tensor,
+                 report: Callable[[Curve], None]):
+        self.curve, self.turns, self.every, self.last_step = curve, turns, every, last_step
+        self.val_ids, self.report = val_ids, report
+        self.busy = self.resumed = 0.0
 
-    turns.wait(curve.name)
+    def start(self) -> None:
+        self.turns.wait(self.curve.name)
+        self.resumed = time.perf_counter()
+
+    def after_step(self, step: int, model: nn.Module) -> None:
+        self.busy += time.perf_counter() - self.resumed
+        if step % self.every == 0 or step == self.last_step:
+            self.curve.step.append(step)
+            self.curve.seconds.append(self.busy)
+            self.curve.val.append(evaluate(model, self.val_ids))
+            model.train()
+            self.report(self.curve)
+        self.turns.pass_on(self.curve.name)
+        self.turns.wait(self.curve.name)
+        self.resumed = time.perf_counter()
+
+    def finish(self) -> None:
+        self.turns.leave(self.curve.name)
+
+
+def train_recipe(recipe, text: str, clock_for: Callable[[Trainer], TurnClock], threads: int) -> None:
+    """A recipe through gptcore's Trainer, its final whole-split eval left to the checkpoints."""
+    tc = replace(recipe.train, final_eval=False, threads=threads, checkpoint_every=0, snapshot_every=0)
+    trainer = Trainer(recipe.model, tc, text, out_dir=None)
+    clock = clock_for(trainer)
+    clock.start()
     try:
-        resumed = time.perf_counter()
-        trainer.run(on_event)
+        trainer.run(lambda kind, d: clock.after_step(d["step"], trainer.model) if kind == "step" else None)
     finally:
-        turns.leave(curve.name)
+        clock.finish()
 
 
-def time_to_loss(text: str, recipes: dict, points: int = 20, report: Callable[[Curve], None] = lambda c: None,
-                 threads: int = 0) -> dict[str, Curve]:
-    """Train each recipe on text, steps interleaved across runs; one Curve per recipe name."""
-    curves, turns, errors = {}, TakeTurns(list(recipes)), []
+def train_tutorial_script(recipe, text: str, clock_for: Callable[[Trainer], TurnClock], threads: int) -> None:
+    """The tutorial's own script: its literal model, plain AdamW at a constant lr, a val estimate every
+    eval_every steps. Same seed, init, batches and random-call order as gptcore's Trainer."""
+    tc = recipe.train
+    trainer = Trainer(recipe.model, tc, text, out_dir=None)  # only for its tokenizer, split, seeded model
+    model, gen, ctx = tutorial_twin(trainer.model), trainer.stream, recipe.model.context
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr)
+    torch.set_num_threads(threads or torch.get_num_threads())  # per thread in torch: set it here
+    clock = clock_for(trainer)
+    clock.start()
+    try:
+        for step in range(tc.steps + 1):
+            _, loss = model(*get_batch(trainer.train_ids, ctx, tc.batch_size, gen))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % tc.eval_every == 0:
+                with torch.no_grad():
+                    sum(model(*get_batch(trainer.val_ids, ctx, tc.batch_size, gen))[1].item()
+                        for _ in range(tc.eval_batches))
+            clock.after_step(step, model)
+    finally:
+        clock.finish()
+
+
+RUNNERS = {"script": train_tutorial_script, "trainer": train_recipe}
+
+
+def time_to_loss(text: str, runs: dict[str, tuple[str, object]], points: int = 20,
+                 report: Callable[[Curve], None] = lambda c: None, threads: int = 0) -> dict[str, Curve]:
+    """Train every run, {name: (runner, recipe)}, one step at a time in rotation; a Curve per run."""
+    turns, errors = TakeTurns(list(runs)), []
+    curves = {name: Curve(name) for name in runs}
     workers = []
-    for name, recipe in recipes.items():
-        tc = replace(recipe.train, final_eval=False, threads=threads, checkpoint_every=0, snapshot_every=0)
-        trainer = Trainer(recipe.model, tc, text, out_dir=None)
-        curves[name] = Curve(name)
-        every = max(1, tc.steps // points)
+    for name, (runner, recipe) in runs.items():
+        every = max(1, recipe.train.steps // points)
 
-        def work(trainer=trainer, curve=curves[name], every=every):
+        def clock_for(trainer, name=name, every=every, last=recipe.train.steps):
+            return TurnClock(curves[name], turns, every, last, trainer.val_ids, report)
+
+        def work(runner=RUNNERS[runner], recipe=recipe, clock_for=clock_for):
             try:
-                train_in_turns(trainer, curve, every, turns, report)
-            except Exception as e:  # re-raised in the caller's thread below
+                runner(recipe, text, clock_for, threads)
+            except BaseException as e:  # re-raised in the caller's thread below
                 errors.append(e)
         workers.append(threading.Thread(target=work, name=f"time-to-loss-{name}"))
     for w in workers:
@@ -451,24 +494,30 @@ def run_time_to_loss(args) -> int:
         print(f"skipping time-to-loss: {path} is absent (it is benchmark data, not part of the project)")
         return 0
     text = path.read_text(encoding="utf-8")[:1_000_000]
-    recipes = {name: RECIPES[name] for name in ("tutorial", "fast")}
+    runs = {"tutorial": ("script", RECIPES["tutorial"]), "fast": ("trainer", RECIPES["fast"])}
+    if args.with_gptcore_tutorial:
+        runs["tutorial-gptcore"] = ("trainer", RECIPES["tutorial"])
     print(f"{thread_summary()}\n{load_summary()}")
-    print(f"Training {', '.join(recipes)} on {path.name} with their steps interleaved; "
-          f"whole-val-split loss at about {args.points} checkpoints each.", flush=True)
+    print(f"Runs on {path.name}, one step each in rotation, whole-val-split loss at ~{args.points} checkpoints:\n"
+          "  tutorial          the tutorial's script: its literal model and loop, tutorial recipe\n"
+          "  fast              gptcore's Trainer, RECIPES['fast']" +
+          ("\n  tutorial-gptcore  gptcore's Trainer, RECIPES['tutorial']" if args.with_gptcore_tutorial else ""),
+          flush=True)
 
     def report(curve):
-        print(f"  {curve.name:<9} step {curve.step[-1]:5d}  {curve.seconds[-1]:7.1f} s  val {curve.val[-1]:.4f}",
+        print(f"  {curve.name:<16} step {curve.step[-1]:5d}  {curve.seconds[-1]:7.1f} s  val {curve.val[-1]:.4f}",
               flush=True)
-    curves = time_to_loss(text, recipes, args.points, report, args.threads)
+    curves = time_to_loss(text, runs, args.points, report, args.threads)
     target = curves["tutorial"].val[-1]
     print(f"\nTarget: the tutorial recipe's final val loss, {target:.4f}")
     reached = {name: c.first_at_or_below(target) for name, c in curves.items()}
     for name, hit in reached.items():
         end = curves[name]
-        print(f"  {name:<9} " + (f"reaches it at step {hit[0]:,} after {hit[1]:.0f} s" if hit else "never reaches it")
+        print(f"  {name:<16} " + (f"reaches it at step {hit[0]:,} after {hit[1]:.0f} s" if hit else "never reaches it")
               + f"  (final val {end.val[-1]:.4f} at step {end.step[-1]:,}, {end.seconds[-1]:.0f} s)")
-    if all(reached.values()):
-        print(f"  fast / tutorial wall time: {reached['fast'][1] / reached['tutorial'][1]:.2f}")
+    for name in reached:
+        if name != "tutorial" and reached[name] and reached["tutorial"]:
+            print(f"  {name} / tutorial wall time: {reached[name][1] / reached['tutorial'][1]:.2f}")
     csv_path, html_path = write_curves(curves, target, Path(args.out))
     print(f"curves: {csv_path}, {html_path}\n{load_summary()}")
     return 0
@@ -496,6 +545,8 @@ def add_bench_parser(sub) -> None:
     ttl.add_argument("--data", default=str(TINYSTORIES))
     ttl.add_argument("--points", type=int, default=20, help="checkpoint evals per run")
     ttl.add_argument("--out", default=str(ARTIFACTS), help="folder for the CSV and HTML curves")
+    ttl.add_argument("--with-gptcore-tutorial", action="store_true",
+                     help="also train the tutorial recipe through gptcore (separates code from recipe gains)")
 
 
 def run_bench(args) -> int:

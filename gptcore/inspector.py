@@ -174,7 +174,7 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, te
 
 
 def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, mark: int | None = None) -> str:
-    """text as HTML spans shaded by weights (0..1); a newline is drawn as ⏎ (so its weight shows) and breaks the line.
+    """text as HTML spans shaded by weights (0..1); a newline shows as ⏎ (so its weight is visible), then breaks.
 
     title(i) gives an optional tooltip per character; the character at `mark` is boxed.
     """

@@ -119,5 +119,7 @@ def scores_over_training_figure(long: pd.DataFrame) -> go.Figure:
                   title="Head scores at each saved step")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_yaxes(range=[0, 1])
-    fig.update_layout(height=max(440, 120 + 20 * frame["head"].nunique()), margin=dict(t=80, b=10))
+    # a vertical legend of 16+ heads would outgrow the plot and scroll; below the panels it wraps instead
+    fig.update_layout(height=500, margin=dict(t=80, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, title=dict(text="head")))
     return fig

@@ -9,6 +9,8 @@ from gptcore.ui import quiz, show_source
 PATCH_COLORS = {"no patch": "#7f7f7f", "QK-norm": "#1f77b4", "soft-cap": "#d62728"}
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 
+stability_curves = st.cache_data(hp.stability_curves)
+
 
 def human(n: float, unit: str = "") -> str:
     for size, suffix in ((1e12, " T"), (1e9, " B"), (1e6, " M"), (1e3, " k")):
@@ -132,8 +134,7 @@ scale = c1.select_slider("Drift: logits × s", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 1
 cap = c2.slider("Soft-cap value", 1.0, 50.0, 5.0, step=1.0, key="hp-cap")
 table = hp.stability_table(scale, cap)
 st.dataframe(table.style.format(precision=4), hide_index=True, key="hp-stability")
-scales = [2 ** (k / 2) for k in range(-4, 13)]
-curves = hp.stability_curves(scales, cap)
+curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
 fig = make_subplots(rows=1, cols=3, subplot_titles=["Entropy (nats)", "Max probability", f"Weights at s = {scale:g}"],
                     horizontal_spacing=0.07)
 probs = hp.patched_probabilities(scale, cap)

@@ -36,7 +36,8 @@ for h in range(n_head):
     fig.add_heatmap(z=patterns[h].numpy(), zmin=0, zmax=1, colorscale="Blues", showscale=h == 0, row=1, col=h + 1,
                     text=[[f"{v:.2f}" for v in row] for row in patterns[h].tolist()], texttemplate="%{text}",
                     hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>")
-fig.update_yaxes(autorange="reversed", title_text="query")
+fig.update_yaxes(autorange="reversed")
+fig.update_yaxes(title_text="query", row=1, col=1)
 fig.update_xaxes(title_text="key")
 fig.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10))
 st.plotly_chart(fig, key="mh-patterns")
@@ -83,7 +84,8 @@ explicitly; this one does it with RoPE (next page).
         fig.add_heatmap(z=z.numpy(), zmin=-limit, zmax=limit, colorscale="RdBu", showscale=i == 0, row=1,
                         col=i + 1, text=[[f"{v:.1f}" for v in row] for row in z.tolist()], texttemplate="%{text}",
                         hovertemplate="row %{y}, channel %{x}: %{z:.4f}<extra></extra>")
-    fig.update_yaxes(autorange="reversed", title_text="row")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="row", row=1, col=1)
     fig.update_xaxes(title_text="channel")
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10))
     st.plotly_chart(fig, key="perm-outputs")

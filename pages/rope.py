@@ -59,9 +59,9 @@ where the pair sits. The number under each map is the largest spread of values a
 """
 )
 rope_grid, absolute_grid = rope.rope_score_grid(q, k, GRID, theta), rope.absolute_score_grid(q, k, GRID)
-limit = max(rope_grid.abs().max().item(), absolute_grid.abs().max().item())
 left, right = st.columns(2)
 for column, grid, name in ((left, rope_grid, "RoPE"), (right, absolute_grid, "absolute positions")):
+    limit = grid.abs().max().item()
     column.plotly_chart(weights_heatmap(grid, title=f"q·k with {name}", zmin=-limit, zmax=limit, colorscale="RdBu",
                                         x_title="key position n", y_title="query position m", height=420),
                         key=f"rope-grid-{name}")
@@ -71,7 +71,7 @@ show_source(rope.rope_score_grid, rope.absolute_score_grid, rope.absolute_positi
 # --- one pair rotating -----------------------------------------------------------------------------------
 st.header("3 · One channel pair, turning")
 c1, c2 = st.columns(2)
-pair = c1.slider("Channel pair i", 0, D // 2 - 1, 0, key="rope-pair")
+pair = c1.slider("Channel pair i", 0, D // 2 - 1, 6, key="rope-pair")
 steps = c2.slider("Positions shown", 1, 64, 12, key="rope-steps")
 path = rope.pair_path(q, pair, range(steps + 1), theta)
 radius = float(np.hypot(path["x"][0], path["y"][0]))
@@ -89,7 +89,8 @@ for row in path.itertuples():
                     textposition="top center", hovertemplate=f"position {row.position}<extra></extra>")
 fig.update_layout(height=480, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=f"channel {2 * pair}",
                   yaxis_title=f"channel {2 * pair + 1}", yaxis_scaleanchor="x",
-                  title=f"q's pair {pair} at positions 0–{steps}: θ_{pair} = {path['angle (rad)'][1]:.4g} rad per token")
+                  title=f"q's pair {pair} at positions 0–{steps}: "
+                        f"θ_{pair} = {path['angle (rad)'][1]:.4g} rad per token")
 left, right = st.columns([3, 2])
 left.plotly_chart(fig, key="rope-pair-plot")
 right.markdown(

@@ -106,7 +106,7 @@ left, right = st.columns([3, 2])
 left.plotly_chart(norm, key="scaling-jacobian-curve")
 p = scaling.softmax_pair(factor=factor)[1]
 right.plotly_chart(weights_heatmap(scaling.softmax_jacobian(p), zmin=-0.25, zmax=0.25, colorscale="RdBu",
-                                   decimals=3, x_title="input score", y_title="output weight",
+                                   fmt=".1e", x_title="input score", y_title="output weight",
                                    title=f"J at ×{factor}: weights {[round(v, 3) for v in p.tolist()]}"),
                    key="scaling-jacobian")
 show_source(scaling.softmax_jacobian, scaling.gradient_vs_scale, Attention)

@@ -72,12 +72,13 @@ def test_curve_reports_the_first_checkpoint_at_or_below_a_target():
     assert curve.first_at_or_below(0.5) is None
 
 
-def test_time_to_loss_interleaves_two_recipes_and_writes_curves(tmp_path):
-    recipes = {"tutorial": Recipe("t", "", TINY, TrainConfig(steps=8, batch_size=4, eval_every=4, sample_chars=5)),
-               "fast": Recipe("f", "", TINY, TrainConfig(steps=4, batch_size=4, lr=1e-2, schedule="cosine",
-                                                          warmup=1, sample_chars=5))}
+def test_time_to_loss_interleaves_runs_and_writes_curves(tmp_path):
+    tutorial = Recipe("t", "", TINY, TrainConfig(steps=8, batch_size=4, eval_every=4, sample_chars=5))
+    fast = Recipe("f", "", TINY, TrainConfig(steps=4, batch_size=4, lr=1e-2, schedule="cosine", warmup=1,
+                                             sample_chars=5))
     order = []
-    curves = bench.time_to_loss(TEXT, recipes, points=4, report=lambda c: order.append((c.name, c.step[-1])))
+    curves = bench.time_to_loss(TEXT, {"tutorial": ("script", tutorial), "fast": ("trainer", fast)}, points=4,
+                                report=lambda c: order.append((c.name, c.step[-1])))
     assert curves["tutorial"].step == [0, 2, 4, 6, 8] and curves["fast"].step == [0, 1, 2, 3, 4]
     assert order[:4] == [("tutorial", 0), ("fast", 0), ("fast", 1), ("tutorial", 2)]
     assert curves["tutorial"].val[-1] < curves["tutorial"].val[0]
@@ -86,6 +87,13 @@ def test_time_to_loss_interleaves_two_recipes_and_writes_curves(tmp_path):
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "recipe,step,seconds,val_loss" and len(rows) == 1 + 5 + 5
     assert "plotly" in html_path.read_text()[:5000].lower()
+
+
+def test_the_tutorial_script_and_gptcores_trainer_follow_the_same_curve():
+    recipe = Recipe("t", "", TINY, TrainConfig(steps=6, batch_size=4, eval_every=3, sample_chars=5))
+    curves = bench.time_to_loss(TEXT, {"script": ("script", recipe), "trainer": ("trainer", recipe)}, points=3)
+    assert curves["script"].step == curves["trainer"].step == [0, 2, 4, 6]
+    assert all(abs(a - b) < 1e-4 for a, b in zip(curves["script"].val, curves["trainer"].val))
 
 
 def test_time_to_loss_skips_with_a_reason_when_the_data_is_absent(tmp_path, capsys):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from gptcore.config import GPTConfig
+from gptcore.data import builtin_corpus
 from gptcore.demos import averaging as avg
 from gptcore.demos import multihead as mh
 from gptcore.demos import rope
@@ -62,7 +63,7 @@ def test_training_without_the_mask_reaches_an_implausibly_low_loss():
     setup = avg.LeakSetup(corpus_chars=20_000, model=GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32),
                           train=TrainConfig(steps=70, batch_size=8, lr=1e-2, eval_every=70, eval_batches=2, threads=1,
                                             sample_chars=20))
-    text = avg.builtin_corpus(setup.corpus_chars).text
+    text = builtin_corpus(setup.corpus_chars).text
     events = []
     results = avg.leak_experiment(text, lambda variant, kind, data: events.append((variant, kind)), setup=setup)
     assert set(results) == {"causal", "no mask"}

@@ -111,6 +111,9 @@ def test_norm_race_records_every_variant_on_the_same_data():
     assert first["pre-norm, no warmup"] == first["pre-norm, with warmup"]
     assert first["post-norm, no warmup"] == first["post-norm, with warmup"]
     assert first["pre-norm, no warmup"] != first["post-norm, no warmup"]
+    one = loss[loss["variant"] == "post-norm, with warmup"]
+    assert one["smoothed"].iloc[0] == one["loss"].iloc[0]
+    assert one["smoothed"].iloc[-1] == pytest.approx(one["loss"].mean())  # 7 steps < the 10-step window
     assert sorted(frames["grads"]["step"].unique()) == [0, 3, 6]
     assert sorted(frames["grads"]["layer"].unique()) == [1, 2, 3]
     assert sorted(frames["resid"]["layer"].unique()) == [0, 1, 2, 3]
@@ -235,6 +238,9 @@ def test_flops_and_memory():
     assert f["training total"] == 3 * f["inference total"]
     gpt3 = hp.PUBLISHED["GPT-3 175B"]  # tied head: the embedding matrix still costs a matmul
     assert hp.compute_parameters(gpt3) == anatomy.total_parameters(gpt3) - 2048 * 12288
+    curve = hp.flops_vs_context(tutorial, [128, 1024]).set_index("context")
+    assert curve.loc[128, "training total"] == f["training total"]
+    assert curve.loc[1024, "attention"] == 8 * curve.loc[128, "attention"]
     memory = hp.memory_table(1_000_000_000).set_index("precision")
     assert memory["bytes / parameter"].tolist() == [16, 16, 8]
     assert memory.loc["fp32", "weights"] == 4 and memory.loc["fp32", "AdamW m + v"] == 8

@@ -81,12 +81,11 @@ def flops_per_token(s: ModelShape, context: int | None = None) -> dict:
 
 
 def flops_vs_context(s: ModelShape, contexts) -> pd.DataFrame:
-    rows = []
-    for T in contexts:
-        f = flops_per_token(s, int(T))
-        rows.append({"context": int(T), "6N": f["training: 6N"], "attention": f["training: attention"],
-                     "training total": f["training total"]})
-    return pd.DataFrame(rows)
+    """Training FLOPs per token against context length: 6N stays, the attention term grows with T."""
+    six_n = 6 * compute_parameters(s)
+    attention = [6 * s.n_layer * int(T) * s.d_model for T in contexts]
+    return pd.DataFrame({"context": [int(T) for T in contexts], "6N": six_n, "attention": attention,
+                         "training total": [six_n + a for a in attention]})
 
 
 # bytes per parameter: (weights, gradients, AdamW m and v, fp32 master weights)

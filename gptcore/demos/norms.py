@@ -184,7 +184,7 @@ def run_norm_race(job, race: NormRace) -> str | None:
 def race_frames(data: dict, smooth: int = 10) -> dict[str, pd.DataFrame]:
     """The job's rows as DataFrames; 'loss' gains a trailing moving average per variant."""
     loss = pd.DataFrame(data.get("loss", []), columns=["variant", "step", "loss"])
-    loss["smoothed"] = loss.groupby("variant")["loss"].transform(lambda s: s.rolling(smooth, min_periods=1).mean())
+    loss["smoothed"] = loss.groupby("variant", sort=False)["loss"].rolling(smooth, min_periods=1).mean().droplevel(0)
     return {"loss": loss,
             "grads": pd.DataFrame(data.get("grads", []), columns=["variant", "step", "layer", "norm"]),
             "resid": pd.DataFrame(data.get("resid", []), columns=["variant", "step", "layer", "norm"])}

@@ -6,7 +6,7 @@ import torch
 
 
 def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: float | None = 0.0,
-                    zmax: float | None = 1.0, colorscale: str = "Blues", decimals: int = 2,
+                    zmax: float | None = 1.0, colorscale: str = "Blues", fmt: str = ".2f",
                     x_title: str = "key position j", y_title: str = "query position i", height: int = 340,
                     annotate: bool | None = None) -> go.Figure:
     """A (rows, cols) matrix with row 0 on top; cells show their values when annotate (default: small matrices)."""
@@ -16,7 +16,7 @@ def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: floa
     fig = go.Figure(go.Heatmap(
         z=z, x=x_labels if x_labels is not None else list(range(cols)),
         y=y_labels if y_labels is not None else list(range(rows)), zmin=zmin, zmax=zmax, colorscale=colorscale,
-        text=[[f"{v:.{decimals}f}" for v in row] for row in z] if show_text else None,
+        text=[[format(v, fmt) for v in row] for row in z] if show_text else None,
         texttemplate="%{text}" if show_text else None, hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra></extra>"))
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10))
     fig.update_xaxes(title=x_title, type="category", side="bottom")
