@@ -21,7 +21,7 @@ PAGES = {
     ],
     "Model lab": [
         st.Page("pages/training.py", title="Train", icon=":material/model_training:"),
-        st.Page("pages/inspector.py", title="Inspect", icon="🔬"),
+        st.Page("pages/inspector.py", title="Inspect", icon=":material/biotech:"),
     ],
 }
 

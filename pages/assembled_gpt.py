@@ -36,7 +36,8 @@ def diagram_figure(diagram: dict) -> go.Figure:
             fig.add_annotation(x=i - half, y=0, ax=i - 1 + prev, ay=0, xref="x", yref="y", axref="x", ayref="y",
                                text="", showarrow=True, arrowhead=2, arrowwidth=1.2)
     for a, b in diagram["residuals"]:
-        fig.add_shape(type="path", path=f"M {a},0.5 C {a},0.95 {b},0.95 {b},0.55", line=dict(dash="dot", color="#1f77b4"))
+        fig.add_shape(type="path", path=f"M {a},0.5 C {a},0.95 {b},0.95 {b},0.55",
+                      line=dict(dash="dot", color="#1f77b4"))
         fig.add_annotation(x=b, y=0.17, ax=b, ay=0.55, xref="x", yref="y", axref="x", ayref="y", text="",
                            showarrow=True, arrowhead=2, arrowcolor="#1f77b4")
         fig.add_annotation(x=(a + b) / 2, y=0.93, text="residual", showarrow=False, font=dict(size=10, color="#1f77b4"))
@@ -160,7 +161,8 @@ Shape {demo['shape before']} with strides {demo['strides before']}; after `trans
 st.code(f"RuntimeError: {demo['view error']}", language="text", wrap_lines=True)
 st.markdown(
     f"""
-`.reshape` made a copy ({demo['reshape copied']}) equal to `.contiguous().view(...)` ({demo['reshape equals contiguous().view']}).
+`.reshape` made a copy ({demo['reshape copied']}) equal to `.contiguous().view(...)`
+({demo['reshape equals contiguous().view']}).
 Each number below is *100·head + position*, so every cell tells you where it came from. With the transpose each
 row is one position holding all heads side by side. Reshaping *without* the transpose raises no error at all —
 the memory is contiguous — but silently mixes positions into rows.
@@ -173,7 +175,8 @@ def layout_figure(values, title: str) -> go.Figure:
     head = (values // 100).numpy()
     colors = qualitative.Pastel1[:int(head.max()) + 1]  # one colour per head
     fig = go.Figure(go.Heatmap(z=head, text=labels, texttemplate="%{text}", colorscale=colors, zmin=0,
-                               zmax=len(colors) - 1, showscale=False, hovertemplate="row %{y}, slot %{x}: %{text}<extra></extra>"))
+                               zmax=len(colors) - 1, showscale=False,
+                               hovertemplate="row %{y}, slot %{x}: %{text}<extra></extra>"))
     fig.update_layout(title=title, height=80 + 45 * len(values), margin=dict(l=10, r=10, t=40, b=10))
     fig.update_xaxes(title="channel of the merged vector")
     fig.update_yaxes(title="row", autorange="reversed")

@@ -1,4 +1,3 @@
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 import streamlit as st
 

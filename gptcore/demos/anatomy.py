@@ -57,8 +57,10 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     if s.position == "learned":
         rows.append(("position embedding", f"{s.context:,} × {d}", s.context * d, False))
     rows += [
-        ("attention: qkv + proj", f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""), 4 * d * d + (4 * d if s.bias else 0), True),
-        (f"FFN ({s.ffn})", f"{ffn_mats} · {d} · {s.d_ff:,}" + (" + biases" if s.bias else ""), ffn_mats * d * s.d_ff + ffn_bias, True),
+        ("attention: qkv + proj", f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""),
+         4 * d * d + (4 * d if s.bias else 0), True),
+        (f"FFN ({s.ffn})", f"{ffn_mats} · {d} · {s.d_ff:,}" + (" + biases" if s.bias else ""),
+         ffn_mats * d * s.d_ff + ffn_bias, True),
         (f"two {norm_name}s", f"2 · {norm_formula}", 2 * norm_size, True),
     ]
     block = sum(count for _, _, count, per_block in rows if per_block)
@@ -69,7 +71,8 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     if s.tied_head:
         rows.append(("output head", "tied to the token embedding", 0, False))
     else:
-        rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0), False))
+        rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0),
+                     False))
     total = sum(count for part, _, count, per_block in rows if not per_block)
     rows.append(("total", "embedding + blocks + norm + head", total, False))
     return pd.DataFrame(rows, columns=["part", "formula", "parameters", "per block"])
@@ -102,7 +105,8 @@ def counted_parts(model: GPT) -> dict[str, int]:
         return sum(p.numel() for p in module.parameters())
 
     b0 = model.blocks[0]
-    counts = {"token embedding": size(model.emb), "position embedding": 0 if model.pos_emb is None else size(model.pos_emb),
+    counts = {"token embedding": size(model.emb),
+              "position embedding": 0 if model.pos_emb is None else size(model.pos_emb),
               "attention: qkv + proj": size(b0.attn), "FFN": size(b0.ffn), "norms": size(b0.ln1) + size(b0.ln2),
               "one block": size(b0), "all blocks": size(model.blocks), "final norm": size(model.ln_f),
               "output head": size(model.head), "total": model.num_params()}

@@ -83,14 +83,11 @@ def ffn_budget(d_model: int, multiple: int = 8) -> pd.DataFrame:
     Formula and a count from the real module side by side: 2·d·4d = 8d² for the MLP, 3·d·d_ff for SwiGLU.
     """
     d_ff = swiglu_hidden(d_model, multiple)
-    rows = [
-        {"FFN": "ReLU/GELU MLP, d_ff = 4·d", "d_ff": 4 * d_model, "matrices": 2,
-         "formula": 2 * d_model * 4 * d_model, "counted in FeedForward": count_feedforward(d_model, 4 * d_model, "gelu")},
-        {"FFN": f"SwiGLU, d_ff = 8/3·d → multiple of {multiple}", "d_ff": d_ff, "matrices": 3,
-         "formula": 3 * d_model * d_ff, "counted in FeedForward": count_feedforward(d_model, d_ff, "swiglu")},
-        {"FFN": "SwiGLU, d_ff = 4·d (no shrink)", "d_ff": 4 * d_model, "matrices": 3,
-         "formula": 3 * d_model * 4 * d_model, "counted in FeedForward": count_feedforward(d_model, 4 * d_model, "swiglu")},
-    ]
-    table = pd.DataFrame(rows)
+    variants = [("ReLU/GELU MLP, d_ff = 4·d", 4 * d_model, "gelu", 2),
+                (f"SwiGLU, d_ff = 8/3·d → multiple of {multiple}", d_ff, "swiglu", 3),
+                ("SwiGLU, d_ff = 4·d (no shrink)", 4 * d_model, "swiglu", 3)]
+    table = pd.DataFrame([{"FFN": name, "d_ff": width, "matrices": mats, "formula": mats * d_model * width,
+                           "counted in FeedForward": count_feedforward(d_model, width, kind)}
+                          for name, width, kind, mats in variants])
     table["÷ 8d²"] = table["formula"] / (8 * d_model ** 2)
     return table
