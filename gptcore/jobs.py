@@ -21,9 +21,7 @@ from .train import TrainControl
 
 
 ACTIVE = ("starting", "running", "paused", "stopping")
-
-
-JOB_NICENESS = 10
+JOB_NICENESS = 10  # 0 is normal, 19 the lowest priority
 
 
 def yield_to_the_ui() -> None:
@@ -34,8 +32,9 @@ def yield_to_the_ui() -> None:
     Elsewhere PRIO_PROCESS would take the id for a process id, so this does nothing there.
     """
     if sys.platform.startswith("linux"):
+        me = threading.get_native_id()
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), JOB_NICENESS)
+            os.setpriority(os.PRIO_PROCESS, me, max(os.getpriority(os.PRIO_PROCESS, me), JOB_NICENESS))
         except OSError:
             pass
 

@@ -1,9 +1,9 @@
 """Training runs for the app: corpus sources, the background training job, and the runs under checkpoints/.
 
 A run is a folder checkpoints/<name>/ written by `RunTrainer` (a Trainer that also records where its
-corpus came from). Its meta.json is the source of truth for
-the runs table; a run whose meta.json still says "running" while no job of this process trains it
-was cut off by a crash or restart, and is listed as "interrupted" (its last checkpoint resumes it).
+corpus came from). Its meta.json is the source of truth for the runs table; a run whose meta.json
+still says "running" while no job of this process trains it was cut off by a crash or restart, and
+is listed as "interrupted" (its last checkpoint resumes it).
 """
 from __future__ import annotations
 
@@ -262,7 +262,8 @@ class RunInfo:
 
     @property
     def resumable(self) -> bool:
-        return self.has_weights and self.status not in ("running", "paused", "stopping")
+        return (self.has_weights and self.name != SHIPPED
+                and self.status not in ("starting", "running", "paused", "stopping", "unreadable"))
 
     @property
     def history(self) -> dict:
@@ -285,16 +286,22 @@ def run_status(meta: dict, name: str, live: dict[str, str]) -> str:
 
 
 def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
+    """A run's row; a meta.json that cannot be understood gives status 'unreadable' instead of an error."""
     path = Path(path)
     meta = ckpt.read_meta(path)
-    history = meta.get("history") or {}
-    vals = [v for v in history.get("eval_val", []) if isinstance(v, (int, float)) and math.isfinite(v)]
-    return RunInfo(
-        name=path.name, path=path, status=run_status(meta, path.name, live or {}),
-        step=int(meta.get("step", -1)), total_steps=int((meta.get("train_config") or {}).get("steps", 0)),
-        best_val=min(vals) if vals else None, final_val=meta.get("final_val_loss"),
-        wall_time=float(meta.get("wall_time") or 0.0), params=meta.get("params"), corpus=str(meta.get("corpus", "")),
-        saved=(path / "meta.json").stat().st_mtime, has_weights=(path / "model.safetensors").is_file(), meta=meta)
+    common = dict(name=path.name, path=path, saved=(path / "meta.json").stat().st_mtime,
+                  has_weights=(path / "model.safetensors").is_file())
+    try:
+        history = meta.get("history") or {}
+        vals = [v for v in history.get("eval_val", []) if isinstance(v, (int, float)) and math.isfinite(v)]
+        return RunInfo(
+            **common, status=run_status(meta, path.name, live or {}), step=int(meta.get("step", -1)),
+            total_steps=int((meta.get("train_config") or {}).get("steps", 0)), best_val=min(vals) if vals else None,
+            final_val=meta.get("final_val_loss"), wall_time=float(meta.get("wall_time") or 0.0),
+            params=meta.get("params"), corpus=str(meta.get("corpus", "")), meta=meta)
+    except (AttributeError, TypeError, ValueError):
+        return RunInfo(**common, status="unreadable", step=-1, total_steps=0, best_val=None, final_val=None,
+                       wall_time=0.0, params=None, corpus="")
 
 
 def list_runs(root: Path | None = None, live: dict[str, str] | None = None) -> list[RunInfo]:
@@ -365,19 +372,24 @@ def new_run_dir(name: str, root: Path | None = None) -> Path:
     return directory
 
 
+SHIPPED = "shipped-tiny"  # the model the repo ships so the inspector works on first launch
+
+
 def _refuse_live(name: str, registry: JobRegistry, action: str) -> None:
+    if name == SHIPPED:
+        raise ckpt.CheckpointError(f"{name!r} ships with the app and cannot be renamed or deleted here")
     if name in registry.live():
         raise ckpt.CheckpointError(f"cannot {action} {name!r} while it is training; stop it first")
 
 
 def rename_run(path: Path, new_name: str, registry: JobRegistry, root: Path | None = None) -> Path:
     _refuse_live(Path(path).name, registry, "rename")
-    return ckpt.rename_checkpoint(path, new_name, root or Path(path).parent)
+    return ckpt.rename_checkpoint(path, new_name, root)
 
 
 def delete_run(path: Path, registry: JobRegistry, root: Path | None = None) -> None:
     _refuse_live(Path(path).name, registry, "delete")
-    ckpt.delete_checkpoint(path, root or Path(path).parent)
+    ckpt.delete_checkpoint(path, root)
 
 
 def resume_config(run: RunInfo, until_step: int) -> TrainConfig:

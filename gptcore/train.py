@@ -176,6 +176,22 @@ class TrainControl:
 Event = Callable[[str, dict], None]
 
 
+class ActiveClock:
+    """Seconds since creation minus the time spent paused, so tokens/s and ETA ignore pauses."""
+
+    def __init__(self):
+        self.start, self.paused = time.perf_counter(), 0.0
+
+    def wait_while_paused(self, control: TrainControl) -> None:
+        if not control.running.is_set():
+            began = time.perf_counter()
+            control.running.wait()
+            self.paused += time.perf_counter() - began
+
+    def active(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+
 class Trainer:
     """Owns model, optimizer, data and history for one run; `run` trains in the calling thread."""
 
@@ -244,17 +260,18 @@ class Trainer:
         torch.set_num_threads(self.tc.threads or torch.get_num_threads())
         tc, model, ctx = self.tc, self.model, self.cfg.context
         model.train()
-        t0, tokens_per_step = time.perf_counter(), tc.batch_size * ctx
-        wall = lambda: self.elapsed_before + time.perf_counter() - t0  # noqa: E731
+        tokens_per_step = tc.batch_size * ctx
+        clock = ActiveClock()
+        wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
         status = "finished"
         for step in range(self.start_step, tc.steps + 1):
-            control.running.wait()
+            clock.wait_while_paused(control)
             if control.stop.is_set():
                 status = "stopped"
                 break
             loss = self._train_step(step, after_backward)
             self.step = step
-            self._record_step(step, loss, emit, wall(), t0, tokens_per_step)
+            self._record_step(step, loss, emit, wall(), clock.active(), tokens_per_step)
             if step % tc.eval_every == 0 or step == tc.steps:
                 self._eval(step, loss, emit)
             if tc.sample_every and step % tc.sample_every == 0 and step < tc.steps:
@@ -290,9 +307,9 @@ class Trainer:
         self.optimizer.step()
         return loss.item()
 
-    def _record_step(self, step, loss, emit, wall_time, t0, tokens_per_step):
+    def _record_step(self, step, loss, emit, wall_time, active_time, tokens_per_step):
         done = step - self.start_step + 1
-        rate = done * tokens_per_step / max(time.perf_counter() - t0, 1e-9)
+        rate = done * tokens_per_step / max(active_time, 1e-9)
         eta = (self.tc.steps - step) * tokens_per_step / rate
         self.history["step"].append(step)
         self.history["train_loss"].append(loss)

@@ -392,7 +392,8 @@ def overlay_figure(frame) -> go.Figure:
             val = series == "val"
             fig.add_scatter(x=rows["step"], y=rows["loss"], name=f"{run} · {series}",
                             mode="lines+markers" if val else "lines",
-                            line=dict(color=colors[i % len(colors)], width=2 if val else 1, dash=None if val else "dot"))
+                            line=dict(color=colors[i % len(colors)], width=2 if val else 1,
+                                      dash=None if val else "dot"))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
                       yaxis_title="loss (nats per character)")
     return fig

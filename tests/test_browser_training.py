@@ -6,7 +6,7 @@ from browser_support import app_server, browser_page, require_chromium, screensh
 # A tiny model on 30,000 built-in characters: it trains in the background for a few seconds,
 # long enough to watch the chart grow, and the Stop button ends it.
 SETTINGS = {"Characters": 30_000, "Width d_model": 32, "Layers": 1, "Heads": 2, "FFN width d_ff": 88,
-            "Context (characters)": 32, "Last step": 1_000, "Batch size": 8, "Evaluate every": 25,
+            "Context (characters)": 32, "Last step": 10_000, "Batch size": 8, "Evaluate every": 25,
             "Sample every": 20, "Checkpoint every": 0, "CPU threads": 1}
 CHART_POINTS = """() => {
     const plot = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');

@@ -1,6 +1,8 @@
 """gptcore.baselines and gptcore.runs: reference losses, the training job, runs on disk."""
 import math
 import os
+import sys
+import threading
 import zipfile
 from io import BytesIO
 
@@ -12,7 +14,7 @@ from gptcore import runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig
 from gptcore.data import CorpusError
-from gptcore.jobs import JobRefused, JobRegistry
+from gptcore.jobs import JOB_NICENESS, JobRefused, JobRegistry
 from gptcore.train import TrainConfig
 
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
@@ -212,7 +214,7 @@ def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
         with pytest.raises(JobRefused, match="'long'"):
             runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
         with pytest.raises(ckpt.CheckpointError, match="while it is training"):
-            runs.delete_run(tmp_path / "long", registry)
+            runs.delete_run(tmp_path / "long", registry, tmp_path)
     finally:
         job.stop()
         job.join(60)
@@ -236,6 +238,18 @@ def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
     assert job.state.status == "stopped" and registry.active() is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux-only")
+def test_jobs_run_at_a_lower_cpu_priority_than_the_server():
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before, seen = nice(), []
+    job = JobRegistry().start("nice", "test", lambda job: seen.append(nice()))
+    job.join(30)
+    assert seen == [max(before, JOB_NICENESS)]
+    assert nice() == before  # only the job's own thread was lowered
+
+
 def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     train(corpus, tmp_path / "one")
     train(corpus, tmp_path / "two", lr=1e-3)
@@ -257,8 +271,24 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     with pytest.raises(ckpt.CheckpointError, match="already exists"):
         runs.new_run_dir("two", tmp_path)
     registry = JobRegistry()
-    renamed = runs.rename_run(one.path, "renamed run", registry)
+    renamed = runs.rename_run(one.path, "renamed run", registry, tmp_path)
     assert renamed.name == "renamed-run" and ckpt.load_checkpoint(renamed).meta["step"] == 20
-    runs.delete_run(renamed, registry)
+    with pytest.raises(ckpt.CheckpointError, match="not inside"):
+        runs.delete_run(renamed, registry)  # the default root is the app's checkpoints folder, not tmp_path
+    runs.delete_run(renamed, registry, tmp_path)
     assert [r.name for r in runs.list_runs(tmp_path)] == ["two"]
     assert os.listdir(tmp_path) == ["two"]
+    (tmp_path / "two" / "meta.json").write_text('{"step": "seven", "history": []}')
+    assert runs.list_runs(tmp_path)[0].status == "unreadable"
+
+
+def test_the_shipped_model_is_protected():
+    from gptcore.checkpoint import PROJECT_ROOT
+
+    shipped = PROJECT_ROOT / "checkpoints" / runs.SHIPPED
+    registry = JobRegistry()
+    with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
+        runs.delete_run(shipped, registry)
+    with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
+        runs.rename_run(shipped, "mine", registry)
+    assert (shipped / "model.safetensors").is_file()

@@ -1,4 +1,5 @@
 import math
+import threading
 
 import pytest
 import torch
@@ -85,7 +86,7 @@ def test_cosine_schedule_warms_up_then_decays_to_the_floor():
 def test_evaluate_scores_every_position_once():
     trainer = Trainer(TINY, TrainConfig(steps=1), TEXT)
     ids = trainer.val_ids[:100]
-    logits, _ = trainer.model.eval()(ids[None, :32])
+    trainer.model.eval()
     # 99 targets: three full windows of 32 and a tail of 3
     total = 0.0
     for s in (0, 32, 64, 96):
@@ -93,3 +94,19 @@ def test_evaluate_scores_every_position_once():
         total += torch.nn.functional.cross_entropy(trainer.model(x[None])[0][0], y, reduction="sum").item()
     assert evaluate(trainer.model, ids) == pytest.approx(total / 99, rel=1e-5)
     assert math.isfinite(total)
+
+
+def test_time_spent_paused_is_not_counted():
+    control = TrainControl()
+    trainer = Trainer(TINY, TrainConfig(steps=3, batch_size=2, final_eval=False), TEXT)
+    walls = []
+
+    def on_event(kind, d):
+        if kind == "step":
+            walls.append(d["elapsed_s"])
+            if d["step"] == 1:
+                control.pause()
+                threading.Timer(1.5, control.resume).start()
+
+    trainer.run(on_event, control)
+    assert walls[2] - walls[1] < 1.0  # the 1.5 s pause between steps 1 and 2 is excluded
