@@ -161,6 +161,21 @@ def matmul_probe(n: int = 2048) -> tuple[Callable[[int], object], float]:
     return (lambda _: a @ b), 2.0 * n ** 3
 
 
+def linear_matmuls_probe(cfg: GPTConfig, batch_size: int) -> tuple[Callable[[int], object], float]:
+    """Exactly the GEMMs of one training step's linear layers (forward x·Wᵀ, backward g·W and gᵀ·x) and their
+    FLOPs: how fast these skinny shapes can go here, a ceiling for the whole step's share of the peak."""
+    N, d, d_ff = batch_size * cfg.context, cfg.d_model, cfg.d_ff
+    ffn = [(d, d_ff), (d, d_ff), (d_ff, d)] if cfg.ffn == "swiglu" else [(d, d_ff), (d_ff, d)]
+    layer = [(torch.randn(N, i), torch.randn(o, i), torch.randn(N, o)) for i, o in [(d, 3 * d), (d, d)] + ffn]
+    head = (torch.randn(N, d), torch.randn(cfg.vocab_size, d), torch.randn(N, cfg.vocab_size))
+    operands = layer * cfg.n_layer + [head]
+
+    def run(_):
+        for x, w, g in operands:
+            x @ w.t(), g @ w, g.t() @ x
+    return run, sum(6.0 * N * w.shape[0] * w.shape[1] for _, w, _ in operands)
+
+
 def tutorial_step_fn(twin: TutorialGPT, batches) -> Callable[[int], float]:
     """The tutorial loop's step: forward, zero_grad, backward, plain AdamW at 3e-3."""
     opt = torch.optim.AdamW(twin.parameters(), lr=3e-3)
@@ -200,6 +215,7 @@ class StepReport:
     flops: float  # per training step
     peak_flops: float  # per second, from the probe
     tokens: int  # per training step
+    linear_flops: float  # per second, the step's linear-layer GEMMs alone
 
     def line(self, name: str, baseline: str = "tutorial") -> str:
         s = self.seconds[name]
@@ -225,9 +241,11 @@ def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_mo
         candidates["gptcore compiled"] = step
     probe, probe_flops = matmul_probe(matmul_n)
     candidates["matmul probe"] = probe
+    linear, linear_flops = linear_matmuls_probe(cfg, tc.batch_size)
+    candidates["linear GEMMs"] = linear
     times = {name: median(ts) for name, ts in interleave(candidates, rounds).items()}
     return StepReport(times, flops_per_step(cfg, tc.batch_size), probe_flops / times.pop("matmul probe"),
-                      tc.batch_size * cfg.context)
+                      tc.batch_size * cfg.context, linear_flops / times.pop("linear GEMMs"))
 
 
 def time_under_hog(cfg: GPTConfig, tc: TrainConfig, rounds: int) -> tuple[float, float]:
@@ -307,7 +325,9 @@ def run_speed(args) -> int:
     report = time_training_steps(cfg, tc, args.rounds, args.compile, args.matmul_size)
     for name in report.seconds:
         print("  " + report.line(name))
-    print(f"  matmul probe ({args.matmul_size}^3 fp32): {report.peak_flops / 1e9:.1f} GFLOP/s")
+    print(f"  matmul probe ({args.matmul_size}^3 fp32): {report.peak_flops / 1e9:.1f} GFLOP/s = the peak above")
+    print(f"  the step's linear-layer GEMMs alone: {report.linear_flops / 1e9:.1f} GFLOP/s "
+          f"({report.linear_flops / report.peak_flops:.0%} of peak: the ceiling for these skinny shapes)")
     if not args.no_hog:
         quiet, busy = time_under_hog(cfg, tc, max(3, args.rounds // 3))
         print(f"  gptcore with one busy-loop process competing: {busy * 1e3:.0f} ms/step "
