@@ -71,7 +71,28 @@ def sidebar() -> None:
 
     with st.sidebar:
         st.caption("GPT Explorer · a LLaMA-style char-level GPT, part by part")
+        if names := checkpoint_names():
+            st.caption(f":material/neurology: active checkpoint **{default_checkpoint(names)}** (pick it on Inspect)")
         st.fragment(job_status, run_every=2 if registry.active() else None)()
+
+
+ACTIVE_CHECKPOINT = "active_checkpoint"  # plain session-state key (widget state is dropped on page switches)
+
+
+def checkpoint_names() -> list[str]:
+    from .checkpoint import list_checkpoints
+
+    return [p.name for p in list_checkpoints()]
+
+
+def default_checkpoint(names: list[str]) -> str:
+    """The session's active checkpoint if it still exists, else the shipped model, else the first."""
+    from .runs import SHIPPED
+
+    for candidate in (st.session_state.get(ACTIVE_CHECKPOINT), SHIPPED):
+        if candidate in names:
+            return candidate
+    return names[0]
 
 
 @st.cache_resource

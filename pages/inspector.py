@@ -8,9 +8,8 @@ from gptcore import inspector as ins
 from gptcore import inspector_figures as figs
 from gptcore.data import unknown_warning
 from gptcore.model import GPT
-from gptcore.ui import show_source
+from gptcore.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 
-SHIPPED = "shipped-tiny"
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 
 
@@ -42,9 +41,10 @@ if not folders:
             "`python -m gptcore train --data builtin --out checkpoints/mine --snapshot-every 250`.")
     st.stop()
 names = [p.name for p in folders]
-name = st.selectbox("Checkpoint", names, index=names.index(SHIPPED) if SHIPPED in names else 0,
-                    key="inspect-checkpoint",
-                    help="Every folder of checkpoints/ that holds a model.safetensors.")
+name = st.selectbox("Checkpoint", names, index=names.index(default_checkpoint(names)), key="inspect-checkpoint",
+                    on_change=lambda: st.session_state.update({ACTIVE_CHECKPOINT: st.session_state["inspect-checkpoint"]}),
+                    help="Every folder of checkpoints/ that holds a model.safetensors (the same as the sidebar's "
+                         "active checkpoint).")
 folder = folders[names.index(name)]
 try:
     model, tokenizer, step = load(folder / "model.safetensors")

@@ -227,7 +227,7 @@ def test_rename_and_delete_from_the_page(root):
 def sidebar_line(name: str) -> str:
     # A fresh AppTest each time: a second run() of an st.navigation app comes back without its sidebar.
     app = AppTest.from_file(str(Path(PAGE).parent.parent / "app.py"), default_timeout=60).run()
-    [line] = [c.value for c in app.sidebar.caption if name in c.value]
+    [line] = [c.value for c in app.sidebar.caption if f"train **{name}**" in c.value]
     return line
 
 
