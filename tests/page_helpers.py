@@ -1,4 +1,5 @@
-"""Reading Streamlit AppTest output: plotly traces by chart key, dataframes by column."""
+"""Running pages under Streamlit AppTest and reading their output: plotly figures by chart key, dataframes by column,
+metrics by label."""
 import base64
 import json
 from pathlib import Path
@@ -10,7 +11,10 @@ PAGES = Path(__file__).resolve().parent.parent / "pages"
 
 
 def run_page(name: str) -> AppTest:
-    return AppTest.from_file(str(PAGES / name), default_timeout=60).run()
+    """Run pages/<name> once and check that it rendered without an exception."""
+    at = AppTest.from_file(str(PAGES / name), default_timeout=60).run()
+    assert not at.exception, at.exception
+    return at
 
 
 def decode(value):
@@ -25,12 +29,22 @@ def decode(value):
     return value
 
 
+def figure(at: AppTest, key: str) -> dict:
+    """The whole plotly figure (data and layout) rendered with this key."""
+    spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
+    return decode(json.loads(spec))
+
+
 def chart(at: AppTest, key: str) -> list[dict]:
     """The traces of the plotly chart rendered with this key."""
-    spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
-    return decode(json.loads(spec)["data"])
+    return figure(at, key)["data"]
 
 
 def frame(at: AppTest, label: str):
     """The first dataframe with `label` among its columns or its index."""
     return next(d.value for d in at.dataframe if label in d.value.columns or label in d.value.index)
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    """Every st.metric on the page: {label: value}."""
+    return {m.label: m.value for m in at.metric}

@@ -1,41 +1,17 @@
 """Page 'The assembled GPT': parameter breakdown, forward shapes, view vs reshape, the quiz."""
-import json
-from pathlib import Path
-
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
 from gptcore.model import GPT
-
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "assembled_gpt.py")
-
-
-def run_page() -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def chart_data(at: AppTest, key: str) -> list:
-    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
-    return json.loads(chart.proto.spec)["data"]
+from page_helpers import chart, figure, frame, metrics, run_page
 
 
 def diagram_text(at: AppTest) -> str:
-    spec = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-gpt-diagram")).proto.spec
-    return " ".join(a["text"] for a in json.loads(spec)["layout"]["annotations"])
-
-
-def frame(at: AppTest, column: str):
-    return next(d.value for d in at.dataframe if column in d.value.columns)
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
+    return " ".join(a["text"] for a in figure(at, "gpt-diagram")["layout"]["annotations"])
 
 
 def test_tutorial_parameter_count():
-    at = run_page()
+    at = run_page("assembled_gpt.py")
     assert metrics(at) == {"parameters (formula)": "810,624", "GPT(cfg).num_params()": "810,624",
                            "one block": "197,888"}
     parts = frame(at, "counted in GPT").set_index("part")
@@ -48,15 +24,15 @@ def test_tutorial_parameter_count():
 
 
 def test_other_configs_recount_against_the_real_model():
-    at = run_page()
-    before = chart_data(at, "gpt-shares")
+    at = run_page("assembled_gpt.py")
+    before = chart(at, "gpt-shares")
     at.slider(key="gpt-layers").set_value(6).run()
     at.selectbox(key="gpt-norm").set_value("layer").run()
     at.selectbox(key="gpt-position").set_value("learned").run()
     assert not at.exception
     expected = GPT(GPTConfig(n_layer=6, norm="layer", position="learned")).num_params()
     assert metrics(at)["GPT(cfg).num_params()"] == metrics(at)["parameters (formula)"] == f"{expected:,}"
-    assert chart_data(at, "gpt-shares") != before
+    assert chart(at, "gpt-shares") != before
     assert "block × 6 (pre-norm)" in diagram_text(at) and "positions<br>128 × 128" in diagram_text(at)
     at.number_input(key="gpt-heads").set_value(3).run()
     assert not at.exception
@@ -64,7 +40,7 @@ def test_other_configs_recount_against_the_real_model():
 
 
 def test_shapes_come_from_a_forward_pass():
-    at = run_page()
+    at = run_page("assembled_gpt.py")
     shapes = frame(at, "output shape").set_index("module")["output shape"]
     assert shapes["blocks.0.attn.qkv"] == "(2, 16, 384)"
     assert shapes["blocks.0.attn.hook_pattern"] == "(2, 4, 16, 16)"
@@ -76,15 +52,15 @@ def test_shapes_come_from_a_forward_pass():
 
 
 def test_view_error_is_torchs_own():
-    at = run_page()
+    at = run_page("assembled_gpt.py")
     assert any("view size is not compatible with input tensor's size and stride" in c.value for c in at.code)
-    before = chart_data(at, "gpt-vr-wrong")
+    before = chart(at, "gpt-vr-wrong")
     at.slider(key="gpt-vr-heads").set_value(6).run()
-    assert chart_data(at, "gpt-vr-wrong") != before
+    assert chart(at, "gpt-vr-wrong") != before
 
 
 def test_quiz_says_right_and_wrong():
-    at = run_page()
+    at = run_page("assembled_gpt.py")
     right = next(o for o in at.radio(key="gpt-view-radio").options if o.startswith("It raises an error"))
     at.radio(key="gpt-view-radio").set_value(right)
     at.button(key="gpt-view-check").click().run()

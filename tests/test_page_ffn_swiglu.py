@@ -1,34 +1,9 @@
 """Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-import json
-from pathlib import Path
-
-from streamlit.testing.v1 import AppTest
-
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "ffn_swiglu.py")
-
-
-def run_page() -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def chart_data(at: AppTest, key: str) -> list:
-    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
-    return json.loads(chart.proto.spec)["data"]
-
-
-def frame(at: AppTest, column: str):
-    """The first dataframe with this column (dataframes carry no key in AppTest)."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
+from page_helpers import chart, frame, metrics, run_page
 
 
 def test_renders_with_the_tutorial_numbers():
-    at = run_page()
+    at = run_page("ffn_swiglu.py")
     examples = at.table[0].value
     assert examples["d_ff"].tolist() == [344, 11008]
     assert examples["d_model"].tolist() == [128, 4096]
@@ -39,8 +14,8 @@ def test_renders_with_the_tutorial_numbers():
 
 
 def test_calculator_reproduces_llama_and_redraws():
-    at = run_page()
-    before = chart_data(at, "ffn-budget-bars")
+    at = run_page("ffn_swiglu.py")
+    before = chart(at, "ffn-budget-bars")
     at.number_input(key="ffn-calc-d").set_value(4096).run()
     at.selectbox(key="ffn-calc-multiple").set_value(256).run()
     assert not at.exception
@@ -48,22 +23,22 @@ def test_calculator_reproduces_llama_and_redraws():
     assert metrics(at)["8/3 · d_model"] == "10,922.67"
     budget = frame(at, "counted in FeedForward")
     assert budget.loc[1, "counted in FeedForward"] == 3 * 4096 * 11008
-    assert chart_data(at, "ffn-budget-bars") != before
+    assert chart(at, "ffn-budget-bars") != before
 
 
 def test_gate_heatmap_follows_the_input():
-    at = run_page()
-    before = chart_data(at, "ffn-gate")
+    at = run_page("ffn_swiglu.py")
+    before = chart(at, "ffn-gate")
     at.number_input(key="ffn-gate-seed").set_value(7).run()
-    after = chart_data(at, "ffn-gate")
+    after = chart(at, "ffn-gate")
     assert len(after) == 3 and after != before
-    curves = chart_data(at, "ffn-curves")
+    curves = chart(at, "ffn-curves")
     at.multiselect(key="ffn-acts").set_value(["SiLU"]).run()
-    assert [t["name"] for t in chart_data(at, "ffn-curves")] == ["SiLU"] != [t["name"] for t in curves]
+    assert [t["name"] for t in chart(at, "ffn-curves")] == ["SiLU"] != [t["name"] for t in curves]
 
 
 def test_quiz_says_right_and_wrong():
-    at = run_page()
+    at = run_page("ffn_swiglu.py")
     at.radio(key="ffn-dff-radio").set_value("8/3·d_model")
     at.button(key="ffn-dff-check").click().run()
     assert at.success and at.success[0].value.startswith("Right.")

@@ -1,33 +1,9 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
-import json
-from pathlib import Path
-
-from streamlit.testing.v1 import AppTest
-
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "hyperparameters.py")
-
-
-def run_page() -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def chart_data(at: AppTest, key: str) -> list:
-    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}"))
-    return json.loads(chart.proto.spec)["data"]
-
-
-def frame(at: AppTest, column: str):
-    return next(d.value for d in at.dataframe if column in d.value.columns)
-
-
-def metrics(at: AppTest) -> dict:
-    return {m.label: m.value for m in at.metric}
+from page_helpers import chart, frame, metrics, run_page
 
 
 def test_published_configs_and_their_ratios():
-    at = run_page()
+    at = run_page("hyperparameters.py")
     published = frame(at, "d_model / n_layer").set_index("model")
     assert published.loc["GPT-3 175B", ["d_model", "n_layer", "n_head", "d_head", "d_model / n_layer"]].tolist() == [
         12288, 96, 96, 128, 128]
@@ -41,32 +17,32 @@ def test_published_configs_and_their_ratios():
 
 
 def test_calculator_presets_and_costs():
-    at = run_page()
+    at = run_page("hyperparameters.py")
     assert metrics(at)["parameters"] == "6.74 B"  # LLaMA-2-7B by default
     assert frame(at, "usual?")["usual?"].all()
-    before = chart_data(at, "hp-costs")
+    before = chart(at, "hp-costs")
     at.selectbox(key="hp-preset").set_value("this app's GPT").run()
     assert metrics(at)["parameters"] == "810.62 k"
     assert metrics(at)["training FLOPs / token"] == "5.20 M"  # 6 · 801,152 + 6 · 4 · 128 · 128
     assert not frame(at, "usual?")["usual?"].all()
-    assert chart_data(at, "hp-costs") != before
+    assert chart(at, "hp-costs") != before
     at.number_input(key="hp-n_head").set_value(7).run()
     assert any("must be divisible by n_head" in e.value for e in at.error)
 
 
 def test_drift_slider_moves_the_softmax():
-    at = run_page()
-    before = chart_data(at, "hp-drift-fig")
+    at = run_page("hyperparameters.py")
+    before = chart(at, "hp-drift-fig")
     table = frame(at, "max prob").set_index("patch")
     at.select_slider(key="hp-drift").set_value(64.0).run()
     after = frame(at, "max prob").set_index("patch")
-    assert chart_data(at, "hp-drift-fig") != before
+    assert chart(at, "hp-drift-fig") != before
     assert after.loc["no patch", "max prob"] > table.loc["no patch", "max prob"]
     assert abs(after.loc["QK-norm", "max prob"] - table.loc["QK-norm", "max prob"]) < 1e-4
 
 
 def test_quiz_multi_select():
-    at = run_page()
+    at = run_page("hyperparameters.py")
     at.checkbox(key="hp-4096-opt0").check()
     at.checkbox(key="hp-4096-opt1").check()
     at.button(key="hp-4096-check").click().run()
