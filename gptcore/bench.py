@@ -275,7 +275,8 @@ def time_calls(fn: Callable[[], object], repeats: int) -> float:
     return median(times)
 
 
-def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int) -> dict[str, float]:
+def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int,
+                   batch_size: int = 32) -> dict[str, float]:
     """Inspector forward at a full context, generation with/without the KV cache, and the two val estimates."""
     model, gen = build_model(cfg, seed=0)
     model.eval()
@@ -291,7 +292,7 @@ def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int)
         "forward": time_calls(lambda: model(window), repeats),
         "generate_cached": time_calls(generate(True), max(1, repeats // 4)),
         "generate_uncached": time_calls(generate(False), max(1, repeats // 4)),
-        "estimate_loss": time_calls(lambda: estimate_loss(model, val_ids, 32, 10, gen), max(1, repeats // 4)),
+        "estimate_loss": time_calls(lambda: estimate_loss(model, val_ids, batch_size, 10, gen), max(1, repeats // 4)),
         "evaluate": time_calls(lambda: evaluate(model, val_ids), 1),
     }
 
@@ -332,7 +333,7 @@ def run_speed(args) -> int:
         quiet, busy = time_under_hog(cfg, tc, max(3, args.rounds // 3))
         print(f"  gptcore with one busy-loop process competing: {busy * 1e3:.0f} ms/step "
               f"(alone just before: {quiet * 1e3:.0f} ms/step, x{busy / quiet:.2f})")
-    t = time_inference(cfg, args.gen_chars, args.val_chars, args.repeats)
+    t = time_inference(cfg, args.gen_chars, args.val_chars, args.repeats, tc.batch_size)
     print(f"\nInference (model.eval(), random weights: the cost does not depend on what they learned):")
     print(f"  inspector run_with_cache, full context {cfg.context}: {t['inspector'] * 1e3:.1f} ms "
           f"(plain forward {t['forward'] * 1e3:.1f} ms)")

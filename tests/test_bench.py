@@ -1,11 +1,13 @@
 import threading
 
 import torch
+import torch.nn.functional as F
 
 from gptcore import bench
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
+from gptcore.model import RMSNorm, RMSNormFunction, apply_rope, rope_tables
 from gptcore.recipes import RECIPES, Recipe
 from gptcore.train import TrainConfig, build_model
 
@@ -110,8 +112,27 @@ def test_a_tiny_speed_bench_runs_and_prints_every_figure(capsys):
         assert text in out
 
 
-def test_fast_recipe_trains_the_tutorials_architecture():
+def test_fast_recipe_trains_the_tutorials_architecture_on_under_half_its_characters():
     fast, tutorial = RECIPES["fast"], RECIPES["tutorial"]
     assert fast.model == tutorial.model
     assert fast.train.schedule == "cosine" and fast.train.grad_clip > 0 and not fast.train.decay_all
-    assert fast.train.steps * fast.train.batch_size < tutorial.train.steps * tutorial.train.batch_size / 3
+    assert fast.train.steps * fast.train.batch_size < tutorial.train.steps * tutorial.train.batch_size / 2
+
+
+def test_rms_norm_backward_matches_autograd_and_its_forward_matches_f_rms_norm():
+    x = torch.randn(3, 5, 16, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: RMSNormFunction.apply(x, w, 1e-5), (x, w))
+    x32 = torch.randn(2, 7, 16)
+    assert torch.equal(RMSNorm(16)(x32), F.rms_norm(x32, (16,), torch.ones(16), 1e-5))
+
+
+def test_rope_as_complex_product_equals_the_tutorials_two_formulas_with_gradients():
+    x = torch.randn(2, 4, 128, 32, requires_grad=True)
+    cos, sin = rope_tables(torch.arange(128.0), 32)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    tutorial = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+    ours = apply_rope(x, cos, sin)
+    g = torch.randn_like(ours)
+    assert torch.allclose(ours, tutorial, atol=1e-6)
+    assert torch.allclose(torch.autograd.grad(ours, x, g)[0], torch.autograd.grad(tutorial, x, g)[0], atol=1e-6)
