@@ -221,7 +221,8 @@ class StepReport:
         s = self.seconds[name]
         gflops = self.flops / s / 1e9
         return (f"{name:<18} {s * 1e3:8.1f} ms/step  {self.tokens / s:8,.0f} tok/s  "
-                f"{self.seconds[baseline] / s:5.2f}x  {gflops:5.1f} GFLOP/s  {gflops * 1e9 / self.peak_flops:4.0%} of peak")
+                f"{self.seconds[baseline] / s:5.2f}x  {gflops:5.1f} GFLOP/s  "
+                f"{gflops * 1e9 / self.peak_flops:4.0%} of peak")
 
 
 def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_model: bool = False,
@@ -334,7 +335,7 @@ def run_speed(args) -> int:
         print(f"  gptcore with one busy-loop process competing: {busy * 1e3:.0f} ms/step "
               f"(alone just before: {quiet * 1e3:.0f} ms/step, x{busy / quiet:.2f})")
     t = time_inference(cfg, args.gen_chars, args.val_chars, args.repeats, tc.batch_size)
-    print(f"\nInference (model.eval(), random weights: the cost does not depend on what they learned):")
+    print("\nInference (model.eval(), random weights: the cost does not depend on what they learned):")
     print(f"  inspector run_with_cache, full context {cfg.context}: {t['inspector'] * 1e3:.1f} ms "
           f"(plain forward {t['forward'] * 1e3:.1f} ms)")
     for key, label in (("generate_cached", "with KV cache"), ("generate_uncached", "without cache")):
@@ -342,7 +343,8 @@ def run_speed(args) -> int:
     step = report.seconds["gptcore"]
     print(f"  val estimate, 10 batches of {tc.batch_size}: {t['estimate_loss'] * 1e3:.0f} ms "
           f"(= {t['estimate_loss'] / step:.1f} training steps)")
-    print(f"  evaluate over {args.val_chars:,} val chars: {t['evaluate']:.2f} s (= {t['evaluate'] / step:.1f} training steps)")
+    print(f"  evaluate over {args.val_chars:,} val chars: {t['evaluate']:.2f} s "
+          f"(= {t['evaluate'] / step:.1f} training steps)")
     print(f"\n{load_summary()}")
     return 0
 
