@@ -1,7 +1,7 @@
 import streamlit as st
-from plotly.subplots import make_subplots
 
 from gptcore.demos import multihead as mh
+from gptcore.demos.plots import heatmap_row
 from gptcore.model import Attention
 from gptcore.ui import show_source
 
@@ -30,16 +30,9 @@ scores with its own *d_head* channels of q and k, so each finds its own pattern 
 )
 n_head = st.segmented_control("Number of heads", [1, 2, 4], default=2, key="mh-heads", required=True)
 patterns = mh.head_patterns(n_head)
-fig = make_subplots(rows=1, cols=n_head, subplot_titles=[f"head {h} (channels {h * D // n_head}–"
-                                                         f"{(h + 1) * D // n_head - 1})" for h in range(n_head)])
-for h in range(n_head):
-    fig.add_heatmap(z=patterns[h].numpy(), zmin=0, zmax=1, colorscale="Blues", showscale=h == 0, row=1, col=h + 1,
-                    text=[[f"{v:.2f}" for v in row] for row in patterns[h].tolist()], texttemplate="%{text}",
-                    hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>")
-fig.update_yaxes(autorange="reversed")
-fig.update_yaxes(title_text="query", row=1, col=1)
-fig.update_xaxes(title_text="key")
-fig.update_layout(height=330, margin=dict(l=10, r=10, t=40, b=10))
+titles = [f"head {h} (channels {h * D // n_head}–{(h + 1) * D // n_head - 1})" for h in range(n_head)]
+fig = heatmap_row(dict(zip(titles, patterns)), 0, 1, "Blues", ".2f", "key", "query",
+                  "query %{y}, key %{x}: %{z:.3f}<extra></extra>", 330)
 st.plotly_chart(fig, key="mh-patterns")
 show_source(mh.attention_param_counts, mh.head_patterns, mh.model_attention, Attention)
 
@@ -79,14 +72,7 @@ explicitly; this one does it with RoPE (next page).
     panels = {"attn(x)[perm]": check["attn(x)[perm]"], "attn(x[perm])": check["attn(x[perm])"],
               "difference": check["attn(x)[perm]"] - check["attn(x[perm])"]}
     limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for the three panels
-    fig = make_subplots(rows=1, cols=3, subplot_titles=list(panels), horizontal_spacing=0.06)
-    for i, z in enumerate(panels.values()):
-        fig.add_heatmap(z=z.numpy(), zmin=-limit, zmax=limit, colorscale="RdBu", showscale=i == 0, row=1,
-                        col=i + 1, text=[[f"{v:.1f}" for v in row] for row in z.tolist()], texttemplate="%{text}",
-                        hovertemplate="row %{y}, channel %{x}: %{z:.4f}<extra></extra>")
-    fig.update_yaxes(autorange="reversed")
-    fig.update_yaxes(title_text="row", row=1, col=1)
-    fig.update_xaxes(title_text="channel")
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10))
+    fig = heatmap_row(panels, -limit, limit, "RdBu", ".1f", "channel", "row",
+                      "row %{y}, channel %{x}: %{z:.4f}<extra></extra>", 300)
     st.plotly_chart(fig, key="perm-outputs")
 show_source(mh.parse_permutation, mh.permutation_check, mh.tutorial_inputs)
