@@ -95,6 +95,16 @@ def default_checkpoint(names: list[str]) -> str:
     return names[0]
 
 
+def job_progress(job, snap, text: str, stop_key: str) -> None:
+    """Progress bar and Stop button while a job runs; its error message once it has failed."""
+    if snap.active:
+        st.progress(snap.progress, text=text)
+        if st.button("Stop", key=stop_key):
+            job.stop()
+    elif snap.status == "failed":
+        st.error(f"The run failed: {snap.message}")
+
+
 @st.cache_resource
 def job_registry():
     """The one JobRegistry of this server process, shared by every tab and page."""

@@ -8,7 +8,7 @@ from gptcore.demos import averaging as avg
 from gptcore.demos.plots import weights_heatmap
 from gptcore.jobs import JobRefused
 from gptcore.model import Attention
-from gptcore.ui import job_registry, quiz, show_source
+from gptcore.ui import job_progress, job_registry, quiz, show_source
 
 LEAK_JOB = "causal vs no mask"
 text_attention = st.cache_data(avg.text_attention)
@@ -156,13 +156,8 @@ else:
     @st.fragment(run_every=1 if live else None)
     def leak_progress():
         snap = job.snapshot()
-        if snap.active:
-            st.progress(snap.progress, text=f"{snap.message or snap.status} · {time.time() - snap.started:.0f} s")
-            if st.button("Stop", key="leak-stop"):
-                job.stop()
-        elif snap.status == "failed":
-            st.error(f"The demo failed: {snap.message}")
-        else:
+        job_progress(job, snap, f"{snap.message or snap.status} · {time.time() - snap.started:.0f} s", "leak-stop")
+        if not snap.active and snap.status != "failed":
             st.caption(f"{snap.status.capitalize()} after {snap.ended - snap.started:.0f} s.")
         st.plotly_chart(loss_figure(snap.data), key="leak-curves")
         columns = st.columns(len(avg.LEAK_VARIANTS))

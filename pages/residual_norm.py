@@ -6,7 +6,7 @@ import streamlit as st
 from gptcore.demos import norms
 from gptcore.jobs import JobRefused
 from gptcore.model import Block, RMSNorm
-from gptcore.ui import job_registry, show_source
+from gptcore.ui import job_progress, job_registry, show_source
 
 RACE_KIND = "norm race"
 COLORS = {v.label: c for v, c in zip(norms.ALL_VARIANTS, ("#1f77b4", "#17becf", "#d62728", "#ff7f0e"))}
@@ -97,12 +97,7 @@ def layer_figure(frame, title: str, y_title: str, log: bool = False) -> go.Figur
 def race_view(job, live: bool):
     snap = job.snapshot()
     data = snap.data
-    if snap.active:
-        st.progress(snap.progress, text=f"{snap.name}: {snap.status}")
-        if st.button("Stop", key="norm-stop"):
-            job.stop()
-    elif snap.status == "failed":
-        st.error(f"The run failed: {snap.message}")
+    job_progress(job, snap, f"{snap.name}: {snap.status}", "norm-stop")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Steps", f"{data.get('steps_done', 0)} / {data.get('steps_total', 0)}")
     m2.metric("Tokens / s", f"{data.get('tokens_per_s', 0):,.0f}")
