@@ -289,6 +289,12 @@ class GPT(nn.Module):
         return torch.cat([idx, torch.tensor([new], dtype=idx.dtype)], 1)
 
 
+def meta_model(cfg: GPTConfig) -> GPT:
+    """The model for cfg on PyTorch's meta device: exact shapes and counts, no memory, no random draws."""
+    with torch.device("meta"):
+        return GPT(cfg)
+
+
 def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:
     """Draw one token per row from softmax(logits / temperature), optionally among the top k only."""
     logits = logits / temperature

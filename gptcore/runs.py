@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-import torch
 
 from . import checkpoint as ckpt
 from .baselines import bigram_val_loss, uniform_loss
@@ -25,8 +24,8 @@ from .config import GPTConfig
 from .data import (DOWNLOAD_CACHE, TINYSTORIES_VALID_URL, Corpus, CorpusError, builtin_corpus, decode_corpus,
                    download_tinystories_valid, load_corpus, unknown_warning)
 from .jobs import Job, JobRefused, JobRegistry
-from .model import GPT
-from .train import INIT_LOCK, Diverged, TrainConfig, Trainer
+from .model import meta_model
+from .train import Diverged, TrainConfig, Trainer
 
 JOB_KIND = "train"
 SOURCE_KINDS = {"builtin": "Built-in stories", "upload": "Upload a text file", "file": "A file on the server",
@@ -81,9 +80,8 @@ def reloadable(source: dict | None) -> bool:
 # ---------------------------------------------------------------- summaries
 
 def count_params(cfg: GPTConfig) -> int:
-    """Parameter count of a config, built on the meta device: no memory, no random draws."""
-    with INIT_LOCK, torch.device("meta"):
-        return GPT(cfg).num_params()
+    """Parameter count of a config, from its meta-device model: no memory, no random draws."""
+    return meta_model(cfg).num_params()
 
 
 def describe_model(cfg: GPTConfig) -> str:

@@ -32,6 +32,9 @@ class Diverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
+KEPT = "the last good checkpoint was kept. Try a smaller learning rate or gradient clipping."
+
+
 @dataclass
 class TrainConfig:
     steps: int = 1500  # last step index: steps 0..steps run, like the tutorial's range(1501)
@@ -245,8 +248,7 @@ class Trainer:
         if self.out_dir is None:
             return
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise Diverged(f"weights became NaN or infinite by step {self.step}; the last good checkpoint was kept. "
-                           "Try a smaller learning rate or gradient clipping.")
+            raise Diverged(f"weights became NaN or infinite by step {self.step}; {KEPT}")
         ckpt.save_checkpoint(self.out_dir, self.model, self.tokenizer, self.meta(status, wall_time), self.optimizer)
 
     def run(self, on_event: Event | None = None, control: TrainControl | None = None,
@@ -296,8 +298,7 @@ class Trainer:
         x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream)
         _, loss = self.model(x, y)
         if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {step}; the last good checkpoint was kept. "
-                           "Try a smaller learning rate or gradient clipping.")
+            raise Diverged(f"loss became {loss.item()} at step {step}; {KEPT}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if after_backward is not None:
@@ -321,7 +322,7 @@ class Trainer:
     def _eval(self, step, loss, emit):
         val = estimate_loss(self.model, self.val_ids, self.tc.batch_size, self.tc.eval_batches, self.stream)
         if not math.isfinite(val):
-            raise Diverged(f"validation loss became {val} at step {step}; the last good checkpoint was kept.")
+            raise Diverged(f"validation loss became {val} at step {step}; {KEPT}")
         self.history["eval_step"].append(step)
         self.history["eval_train"].append(loss)
         self.history["eval_val"].append(val)

@@ -32,7 +32,7 @@ theta = st.select_slider("Base θ (the tutorial and LLaMA use 10,000)", THETAS, 
 # --- invariance -----------------------------------------------------------------------------------------
 st.header("1 · Only the offset matters")
 st.markdown(
-    f"""
+    """
 The tutorial's check: *q* and *k* = randn(1, 64) from seed 0, rotated by gptcore's `rope_tables` and
 `apply_rope` (the functions the model runs) to three pairs of positions two apart. For contrast, the last
 column adds a random vector per position instead — the GPT-2 way of learned absolute positions. Add a pair of your

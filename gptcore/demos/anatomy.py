@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig
-from ..model import GPT
+from ..model import GPT, meta_model
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,6 @@ def parameter_shares(parts: pd.DataFrame, n_layer: int) -> pd.DataFrame:
     shares.loc[shares["per block"], "part"] += f" × {n_layer}"
     shares["share"] = shares["parameters"] / shares["parameters"].sum()
     return shares.drop(columns="per block").reset_index(drop=True)
-
-
-def meta_model(cfg: GPTConfig) -> GPT:
-    """The real GPT for cfg with meta tensors: exact shapes, no memory, no init cost."""
-    with torch.device("meta"):
-        return GPT(cfg)
 
 
 def counted_parts(model: GPT) -> dict[str, int]:
