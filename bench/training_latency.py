@@ -1,6 +1,7 @@
 """Click-to-update latency of the Train page while a model trains in the background.
 
     python bench/training_latency.py                 # own server + a "Quick demo" run on every core
+    python bench/training_latency.py --preset fast   # the same during a "Fast recipe" run (Muon)
     python bench/training_latency.py --url http://127.0.0.1:8501   # a server that is already training
 
 Each sample clicks the + or − of the "Layers" field (alternately) and times until the parameter
@@ -58,13 +59,13 @@ def wait_idle(page) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=300_000)
 
 
-def start_quick_demo(page) -> None:
+def start_preset(page, preset: str) -> None:
     page.get_by_label("Preset").click()
-    page.get_by_role("option", name="Quick demo").click()
-    page.get_by_text(RECIPES["quick"].description).wait_for(timeout=300_000)
+    page.get_by_role("option", name=RECIPES[preset].name).click()
+    page.get_by_text(RECIPES[preset].description).wait_for(timeout=300_000)
     wait_idle(page)
     page.get_by_role("button", name="Start training").click()
-    page.get_by_text("quick-1 · running").wait_for(timeout=300_000)
+    page.get_by_text(" · running").first.wait_for(timeout=300_000)
 
 
 def measure(page, clicks: int) -> list[float]:
@@ -87,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="base URL of a server that is already training")
     parser.add_argument("--clicks", type=int, default=30)
+    parser.add_argument("--preset", choices=sorted(RECIPES), default="quick", help="the run to start (own server)")
     args = parser.parse_args()
     proc, tmp = None, None
     if args.url is None:
@@ -103,7 +105,7 @@ def main() -> None:
             page.get_by_role("button", name="Start training").wait_for(timeout=300_000)
             wait_idle(page)
             if args.url is None:
-                start_quick_demo(page)
+                start_preset(page, args.preset)
             page.get_by_text(" · running").first.wait_for(timeout=60_000)
             times = measure(page, args.clicks)
             still_training = page.get_by_text(" · running").count() > 0

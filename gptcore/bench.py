@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from .config import GPTConfig
 from .data import get_batch
 from .model import GPT
-from .train import INIT_LOCK, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at, make_optimizer
+from .optim import make_optimizer, set_lr
+from .train import INIT_LOCK, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at
 
 ROOT = Path(__file__).resolve().parent.parent
 TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
@@ -195,8 +196,7 @@ def gptcore_step_fn(model: GPT, tc: TrainConfig, batches) -> Callable[[int], flo
     opt = make_optimizer(model, tc)
 
     def step(i):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(i, tc)
+        set_lr(opt, lr_at(i, tc))
         x, y = batches[i % len(batches)]
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)

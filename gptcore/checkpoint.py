@@ -3,7 +3,7 @@
 Layout of checkpoints/<name>/:
   model.safetensors      weights; its metadata holds the model config and tokenizer, so this one file
                          (renamed into place atomically) is always self-consistent
-  optimizer.safetensors  AdamW moments, for --resume
+  optimizer.safetensors  optimizer state (AdamW moments, Muon momentum), for --resume
   meta.json              training metadata: step, loss history, corpus, wall time, versions
   config.json            the model config and tokenizer again, for people to read
   snapshots/step_NNNNNN.safetensors   optional intermediate weights (same format as model.safetensors)
@@ -188,7 +188,7 @@ def update_meta(directory: Path, **changes) -> None:
 
 
 def optimizer_tensors(model: GPT, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
-    """AdamW state keyed by parameter name, so it can be stored without pickle."""
+    """Optimizer state (AdamW moments, Muon momentum) keyed by parameter name, so it can be stored without pickle."""
     names = {id(p): n for n, p in model.named_parameters()}
     out = {}
     for group in optimizer.param_groups:
@@ -200,7 +200,7 @@ def optimizer_tensors(model: GPT, optimizer: torch.optim.Optimizer) -> dict[str,
 
 
 def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Optimizer) -> bool:
-    """Restore AdamW moments saved by save_checkpoint; False when there are none to restore."""
+    """Restore the optimizer state saved by save_checkpoint; False when there are none to restore."""
     path = Path(directory) / "optimizer.safetensors"
     if not path.is_file():
         return False

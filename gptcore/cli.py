@@ -12,12 +12,14 @@ import torch
 from . import checkpoint as ckpt
 from .config import ConfigError, GPTConfig
 from .data import CorpusError, load_corpus, split_ids, unknown_warning
+from .recipes import RECIPES
 from .train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, evaluate
 
 MODEL_FLAGS = {"d_model": int, "n_layer": int, "n_head": int, "d_ff": int, "context": int, "norm": str,
                "norm_placement": str, "position": str, "ffn": str, "rope_theta": float}
 TRAIN_FLAGS = {"steps": int, "batch_size": int, "lr": float, "seed": int, "eval_every": int, "eval_batches": int,
                "schedule": str, "warmup": int, "min_lr_ratio": float, "weight_decay": float, "grad_clip": float,
+               "optimizer": str, "muon_lr": float, "beta2": float,
                "sample_every": int, "sample_chars": int, "checkpoint_every": int, "snapshot_every": int,
                "threads": int}
 
@@ -37,6 +39,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     train.add_argument("--out", required=True, help="checkpoint folder, e.g. checkpoints/ts")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     train.add_argument("--no-scale", action="store_true", help="do not divide q·k by sqrt(d_head)")
+    train.add_argument("--recipe", choices=sorted(RECIPES), default="tutorial",
+                       help="preset the flags below start from (tutorial: the tutorial's script; fast: Muon, "
+                            "batch 8, cosine schedule)")
     for group, flags in (("model", MODEL_FLAGS), ("training", TRAIN_FLAGS)):
         g = train.add_argument_group(group)
         for name, kind in flags.items():
@@ -95,8 +100,10 @@ def cmd_train(args) -> int:
         tc = TrainConfig.from_dict({**base, **picked(args, TRAIN_FLAGS)})
         model_cfg = None
     else:
-        tc = TrainConfig(**picked(args, TRAIN_FLAGS))
-        model_cfg = GPTConfig(**{**picked(args, MODEL_FLAGS), **({"scale_attention": False} if args.no_scale else {})})
+        recipe = RECIPES[args.recipe]
+        tc = TrainConfig.from_dict({**recipe.train.to_dict(), **picked(args, TRAIN_FLAGS)})
+        model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, MODEL_FLAGS),
+                                         **({"scale_attention": False} if args.no_scale else {})})
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
     trainer = Trainer(model_cfg or GPTConfig(), tc, corpus.text, corpus.description, out_dir=out,
                       resume_from=out if args.resume else None)

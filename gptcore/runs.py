@@ -100,7 +100,8 @@ def describe_training(tc: TrainConfig) -> str:
     schedule = "constant" if tc.schedule == "constant" else \
         f"cosine to {tc.min_lr_ratio:g}×, warmup {tc.warmup}"
     clip = f" · clip {tc.grad_clip:g}" if tc.grad_clip else ""
-    return (f"{tc.steps + 1:,} steps · batch {tc.batch_size} · AdamW lr {tc.lr:g} ({schedule}) · "
+    optimizer = f"AdamW lr {tc.lr:g}" if tc.optimizer == "adamw" else f"Muon lr {tc.muon_lr:g} + AdamW lr {tc.lr:g}"
+    return (f"{tc.steps + 1:,} steps · batch {tc.batch_size} · {optimizer} ({schedule}) · "
             f"weight decay {tc.weight_decay:g}{clip} · eval every {tc.eval_every} · seed {tc.seed}")
 
 

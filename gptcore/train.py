@@ -20,6 +20,7 @@ from . import checkpoint as ckpt
 from .config import GPTConfig
 from .data import CharTokenizer, check_trainable, get_batch, split_ids
 from .model import GPT
+from .optim import make_optimizer, set_lr
 
 INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one builder at a time
 
@@ -49,6 +50,8 @@ class TrainConfig:
     weight_decay: float = 0.01  # torch's AdamW default, which the tutorial uses
     decay_all: bool = True  # tutorial: decay every parameter; False exempts norms and embeddings
     beta2: float = 0.999
+    optimizer: str = "adamw"  # adamw | muon (Muon for the blocks' matrices, AdamW for the rest)
+    muon_lr: float = 0.02  # Muon's peak learning rate; the schedule scales it like lr
     grad_clip: float = 0.0  # 0 = off
     sample_every: int = 0  # 0 = only at the end
     sample_chars: int = 200
@@ -70,7 +73,7 @@ class TrainConfig:
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise TrainConfigError(f"{name} must be an integer from {lo:,} to {hi:,}, got {v!r}")
         floats = {"lr": (0.0, 10_000.0), "min_lr_ratio": (0.0, 1.0), "weight_decay": (0.0, 10.0),
-                  "beta2": (0.0, 1.0), "grad_clip": (0.0, 1e6)}
+                  "beta2": (0.0, 1.0), "grad_clip": (0.0, 1e6), "muon_lr": (0.0, 10.0)}
         for name, (lo, hi) in floats.items():
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
@@ -79,6 +82,10 @@ class TrainConfig:
             raise TrainConfigError("lr must be greater than 0")
         if self.schedule not in ("constant", "cosine"):
             raise TrainConfigError(f"schedule must be constant or cosine, got {self.schedule!r}")
+        if self.optimizer not in ("adamw", "muon"):
+            raise TrainConfigError(f"optimizer must be adamw or muon, got {self.optimizer!r}")
+        if self.optimizer == "muon" and self.muon_lr <= 0:
+            raise TrainConfigError("muon_lr must be greater than 0")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,17 +104,6 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     progress = min(1.0, (step - tc.warmup) / max(1, tc.steps - tc.warmup))
     floor = tc.lr * tc.min_lr_ratio
     return floor + (tc.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def make_optimizer(model: GPT, tc: TrainConfig) -> torch.optim.AdamW:
-    betas = (0.9, tc.beta2)
-    if tc.decay_all:
-        groups = [{"params": list(model.parameters())}]
-    else:  # gains of norms and embedding rows are not "weights to shrink"
-        decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
-        keep = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
-        groups = [{"params": decay}, {"params": keep, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=tc.lr, betas=betas, weight_decay=tc.weight_decay, fused=True)
 
 
 def build_model(cfg: GPTConfig, seed: int) -> tuple[GPT, torch.Generator]:
@@ -293,8 +289,7 @@ class Trainer:
         return status
 
     def _train_step(self, step: int, after_backward) -> float:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(step, self.tc)
+        set_lr(self.optimizer, lr_at(step, self.tc))
         x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream)
         _, loss = self.model(x, y)
         if not torch.isfinite(loss):

@@ -38,7 +38,10 @@ TRAIN_NUMBERS = [
     ("steps", "Last step", 1, 1_000_000, 100,
      "Steps 0…N run, so 1500 means 1,501 updates, like the tutorial's range(1501)."),
     ("batch_size", "Batch size", 1, 4096, 1, None),
-    ("lr", "Learning rate", 1e-6, 10.0, 1e-3, "AdamW's peak learning rate."),
+    ("lr", "Learning rate", 1e-6, 10.0, 1e-3, "AdamW's peak learning rate (with Muon: for embeddings, head "
+     "and norm gains)."),
+    ("muon_lr", "Muon lr", 1e-6, 10.0, 0.005,
+     "Peak learning rate of the blocks' weight matrices under Muon; the schedule scales it like AdamW's."),
     ("warmup", "Warmup steps", 0, 1_000_000, 10, "Linear ramp at the start of the cosine schedule."),
     ("min_lr_ratio", "Final lr ratio", 0.0, 1.0, 0.05, "Cosine decays to this fraction of the peak."),
     ("weight_decay", "Weight decay", 0.0, 10.0, 0.01, "AdamW's decoupled decay (torch default 0.01)."),
@@ -70,6 +73,7 @@ def apply_recipe() -> None:
     for key, *_ in TRAIN_NUMBERS:
         ss[f"tr_t_{key}"] = getattr(tc, key)
     ss.tr_t_schedule = tc.schedule
+    ss.tr_t_optimizer = tc.optimizer
     ss.tr_name = runs.suggest_name(ss.tr_recipe)
 
 
@@ -90,7 +94,8 @@ def model_config(vocab_size: int) -> GPTConfig:
 
 def train_config() -> TrainConfig:
     values = {key: ss[f"tr_t_{key}"] for key, *_ in TRAIN_NUMBERS}
-    return TrainConfig.from_dict({**RECIPES[ss.tr_recipe].train.to_dict(), **values, "schedule": ss.tr_t_schedule})
+    return TrainConfig.from_dict({**RECIPES[ss.tr_recipe].train.to_dict(), **values, "schedule": ss.tr_t_schedule,
+                                  "optimizer": ss.tr_t_optimizer})
 
 
 def current_source() -> dict:
@@ -351,10 +356,16 @@ def train_inputs() -> None:
     a, b = st.columns(2)
     schedule = a.selectbox("Learning-rate schedule", ["constant", "cosine"], key="tr_t_schedule",
                            persist_state="session")
-    for i, (key, label, lo, hi, step, help_) in enumerate(TRAIN_NUMBERS):
-        if key in ("warmup", "min_lr_ratio") and schedule == "constant":
-            continue
-        (b, a)[i % 2].number_input(label, lo, hi, step=step, key=f"tr_t_{key}", help=help_,
+    optimizer = b.selectbox("Optimizer", ["adamw", "muon"], key="tr_t_optimizer", persist_state="session",
+                            format_func={"adamw": "AdamW", "muon": "Muon"}.get,
+                            help="Muon orthogonalizes the momentum of each weight matrix in the blocks "
+                                 "(every direction moves at the same rate); embeddings, head and norm gains "
+                                 "stay on AdamW at the learning rate below. The fast preset uses it.")
+    hidden = {"constant": {"warmup", "min_lr_ratio"}, "cosine": set()}[schedule] | \
+        ({"muon_lr"} if optimizer == "adamw" else set())
+    shown = [row for row in TRAIN_NUMBERS if row[0] not in hidden]
+    for i, (key, label, lo, hi, step, help_) in enumerate(shown):
+        (a, b)[i % 2].number_input(label, lo, hi, step=step, key=f"tr_t_{key}", help=help_,
                                    persist_state="session", format="%g" if isinstance(lo, float) else None)
 
 

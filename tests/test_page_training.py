@@ -81,7 +81,12 @@ def test_lists_every_recipe_and_applies_it():
     assert at.number_input(key="tr_t_steps").value == quick.steps
     assert at.number_input(key="tr_t_batch_size").value == quick.batch_size
     assert at.number_input(key="tr_m_d_model").value == RECIPES["quick"].model.d_model
+    preset.set_value("fast").run()
+    assert at.selectbox(key="tr_t_optimizer").value == "muon"
+    assert at.number_input(key="tr_t_muon_lr").value == pytest.approx(RECIPES["fast"].train.muon_lr)
     preset.set_value("tutorial").run()
+    assert at.selectbox(key="tr_t_optimizer").value == "adamw"
+    assert not [n for n in at.number_input if n.key == "tr_t_muon_lr"]  # only shown for Muon
     assert at.number_input(key="tr_t_steps").value == 1500
     assert at.number_input(key="tr_t_lr").value == pytest.approx(3e-3)
     assert at.number_input(key="tr_t_sample_every").value == 100

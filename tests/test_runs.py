@@ -86,6 +86,8 @@ def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
 def test_describe_and_format_helpers():
     assert runs.describe_model(GPTConfig()).startswith("d_model 128 · 4 layers · 4 heads of 32 · SwiGLU d_ff 344")
     assert runs.describe_training(TrainConfig()).startswith("1,501 steps · batch 32 · AdamW lr 0.003 (constant)")
+    assert runs.describe_training(TrainConfig(optimizer="muon", schedule="cosine", warmup=50)).startswith(
+        "1,501 steps · batch 32 · Muon lr 0.02 + AdamW lr 0.003 (cosine to 0.1×, warmup 50)")
     assert runs.format_duration(348) == "5m 48s" and runs.format_duration(3700) == "1h 01m"
     assert runs.format_duration(None) == "–"
     assert runs.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no pull toward 0
