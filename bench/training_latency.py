@@ -109,6 +109,7 @@ def main() -> None:
             page.get_by_text(" · running").first.wait_for(timeout=60_000)
             times = measure(page, args.clicks)
             still_training = page.get_by_text(" · running").count() > 0
+            rate = page.locator('[data-testid="stMetric"]').filter(has_text="Tokens / s").inner_text().split()[-1]
             if args.url is None:
                 page.get_by_role("button", name="Stop").click()
             browser.close()
@@ -120,7 +121,8 @@ def main() -> None:
     times.sort()
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     print(f"{len(times)} clicks while training{'' if still_training else ' (the run ended during the test!)'}: "
-          f"median {statistics.median(times):.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
+          f"median {statistics.median(times):.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms; "
+          f"the run's average so far, with this page open: {rate} tokens/s")
 
 
 if __name__ == "__main__":

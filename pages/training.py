@@ -57,6 +57,8 @@ TRAIN_NUMBERS = [
     ("seed", "Seed", 0, 2**31 - 1, 1, None),
     ("threads", "CPU threads", 0, 256, 1, "0 = every core."),
 ]
+LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
+LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 
 
@@ -185,10 +187,10 @@ def delete_run(run: runs.RunInfo) -> None:
 def loss_figure(d: dict) -> go.Figure:
     steps, losses = d.get("curve_step", []), d.get("curve_loss", [])
     fig = go.Figure()
-    raw_x, raw_y = runs.thin(steps, losses)
+    raw_x, raw_y = runs.thin(steps, losses, LIVE_POINTS)
     fig.add_scatter(x=raw_x, y=raw_y, name="train (each step)", mode="lines",
                     line=dict(color="#9ecae1", width=1))
-    fig.add_scatter(x=raw_x, y=runs.thin(steps, runs.smooth(losses))[1], name="train (smoothed)", mode="lines",
+    fig.add_scatter(x=raw_x, y=runs.thin(steps, runs.smooth(losses), LIVE_POINTS)[1], name="train (smoothed)", mode="lines",
                     line=dict(color="#1f77b4", width=2))
     evals = d.get("evals", [])
     fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name="val (estimate)",
@@ -481,7 +483,7 @@ init_form()
 # so on a busy CPU the whole panel would flicker between faded and sharp.
 st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}</style>")
 active = registry.active()
-st.fragment(live_view, run_every=1 if active and active.state.kind == runs.JOB_KIND else None)()
+st.fragment(live_view, run_every=LIVE_REFRESH_S if active and active.state.kind == runs.JOB_KIND else None)()
 new_tab, runs_tab_ = st.tabs(["New run", "Runs and checkpoints"])
 with new_tab:
     new_run_tab()
