@@ -215,7 +215,8 @@ class Trainer:
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
         self.train_ids, self.val_ids = split_ids(ids)
         self.optimizer = make_optimizer(self.model, tc)
-        if resume_from is not None:
+        # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
+        if resume_from is not None and loaded.meta.get("train_config", {}).get("optimizer", "adamw") == tc.optimizer:
             ckpt.load_optimizer_state(resume_from, self.model, self.optimizer)
         self.sample_gen = torch.Generator().manual_seed(tc.seed + 1)
         self.corpus_description = corpus_description

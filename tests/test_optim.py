@@ -93,6 +93,17 @@ def test_a_muon_run_resumes_with_its_momentum(tmp_path):
     assert len(losses) == 3 and ckpt.load_checkpoint(run).meta["step"] == 9
 
 
+@pytest.mark.parametrize("first, then", [("muon", "adamw"), ("adamw", "muon")])
+def test_switching_optimizer_on_resume_starts_the_new_one_fresh(tmp_path, first, then):
+    run = tmp_path / "switch"
+    settings = dict(MUON, batch_size=4, final_eval=False)
+    Trainer(TINY, TrainConfig(**{**settings, "steps": 3, "optimizer": first}), TEXT, out_dir=run).run()
+    resumed = Trainer(TINY, TrainConfig(**{**settings, "steps": 5, "optimizer": then}), TEXT, out_dir=run,
+                      resume_from=run)
+    assert not resumed.optimizer.state
+    assert resumed.run() == "finished" and ckpt.read_meta(run)["train_config"]["optimizer"] == then
+
+
 @pytest.mark.parametrize("bad, message", [({"optimizer": "sgd"}, "optimizer must be adamw or muon"),
                                           ({"optimizer": "muon", "muon_lr": 0.0}, "muon_lr must be greater than 0"),
                                           ({"muon_lr": -1.0}, "muon_lr must be a number")])
