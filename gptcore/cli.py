@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     train.add_argument("--no-scale", action="store_true", help="do not divide q·k by sqrt(d_head)")
     train.add_argument("--recipe", choices=sorted(RECIPES), default="tutorial",
                        help="preset the flags below start from (tutorial: the tutorial's script; fast: Muon, "
-                            "batch 8, cosine schedule)")
+                            "batch 16, cosine schedule); a resumed run keeps its own settings")
     for group, flags in (("model", MODEL_FLAGS), ("training", TRAIN_FLAGS)):
         g = train.add_argument_group(group)
         for name, kind in flags.items():
@@ -96,6 +96,10 @@ def cmd_train(args) -> int:
     out = Path(args.out)
     out = out.parent / ckpt.safe_name(out.name)
     if args.resume:
+        if args.recipe != "tutorial":
+            print("error: --recipe starts a new run; --resume continues with the run's own settings "
+                  "(change single ones with their flags)", file=sys.stderr)
+            return 2
         base = ckpt.read_meta(out).get("train_config", {})
         tc = TrainConfig.from_dict({**base, **picked(args, TRAIN_FLAGS)})
         model_cfg = None

@@ -101,7 +101,7 @@ def score_heatmaps(scores: pd.DataFrame, n_layer: int, n_head: int) -> go.Figure
                         horizontal_spacing=0.06)
     for i, column in enumerate(SCORE_LABELS):
         grid = scores[column].to_numpy().reshape(n_layer, n_head)
-        fig.add_trace(go.Heatmap(z=grid, x=[f"H{h}" for h in range(n_head)], y=[f"L{l}" for l in range(n_layer)],
+        fig.add_trace(go.Heatmap(z=grid, x=[f"H{h}" for h in range(n_head)], y=[f"L{n}" for n in range(n_layer)],
                                  coloraxis="coloraxis", texttemplate="%{z:.2f}",
                                  hovertemplate="%{y}%{x}: %{z:.3f}<extra></extra>"), row=1, col=i + 1)
     fig.update_yaxes(autorange="reversed")

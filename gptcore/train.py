@@ -73,7 +73,7 @@ class TrainConfig:
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
                 raise TrainConfigError(f"{name} must be an integer from {lo:,} to {hi:,}, got {v!r}")
         floats = {"lr": (0.0, 10_000.0), "min_lr_ratio": (0.0, 1.0), "weight_decay": (0.0, 10.0),
-                  "beta2": (0.0, 1.0), "grad_clip": (0.0, 1e6), "muon_lr": (0.0, 10.0)}
+                  "beta2": (0.0, 0.9999), "grad_clip": (0.0, 1e6), "muon_lr": (0.0, 10.0)}
         for name, (lo, hi) in floats.items():
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
@@ -310,7 +310,7 @@ class Trainer:
         eta = (self.tc.steps - step) * tokens_per_step / rate
         self.history["step"].append(step)
         self.history["train_loss"].append(loss)
-        self.history["lr"].append(self.optimizer.param_groups[0]["lr"])
+        self.history["lr"].append(self.optimizer.param_groups[0]["lr"])  # AdamW's (under Muon: × muon_lr/lr)
         self.history["time"].append(wall_time)
         emit("step", {"step": step, "loss": loss, "tokens_per_s": rate, "eta_s": eta, "elapsed_s": wall_time,
                       "total_steps": self.tc.steps})

@@ -122,8 +122,9 @@ if (budget["formula"] == budget["counted in FeedForward"]).all():
     st.caption("✓ Every formula matches the parameter count of a real gptcore FeedForward of that shape.")
 else:
     st.error("A formula disagrees with the real module's parameter count.")
-bars = go.Figure(go.Bar(x=budget["FFN"], y=budget["counted in FeedForward"],
-                        marker_color=["#7f7f7f", "#d62728", "#ff9896"], text=[f"{v:,}" for v in budget["counted in FeedForward"]], textposition="auto"))
+counted = budget["counted in FeedForward"]
+bars = go.Figure(go.Bar(x=budget["FFN"], y=counted, marker_color=["#7f7f7f", "#d62728", "#ff9896"],
+                        text=[f"{v:,}" for v in counted], textposition="auto"))
 bars.add_hline(y=8 * calc_d ** 2, line_dash="dot", annotation_text="8·d²")
 bars.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis_title="parameters per FFN")
 st.plotly_chart(bars, key="ffn-budget-bars")

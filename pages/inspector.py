@@ -41,8 +41,14 @@ if not folders:
             "`python -m gptcore train --data builtin --out checkpoints/mine --snapshot-every 250`.")
     st.stop()
 names = [p.name for p in folders]
+
+
+def remember_checkpoint() -> None:
+    st.session_state[ACTIVE_CHECKPOINT] = st.session_state["inspect-checkpoint"]
+
+
 name = st.selectbox("Checkpoint", names, index=names.index(default_checkpoint(names)), key="inspect-checkpoint",
-                    on_change=lambda: st.session_state.update({ACTIVE_CHECKPOINT: st.session_state["inspect-checkpoint"]}),
+                    on_change=remember_checkpoint,
                     help="Every folder of checkpoints/ that holds a model.safetensors (the same as the sidebar's "
                          "active checkpoint).")
 folder = folders[names.index(name)]

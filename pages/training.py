@@ -44,7 +44,9 @@ TRAIN_NUMBERS = [
      "Peak learning rate of the blocks' weight matrices under Muon; the schedule scales it like AdamW's."),
     ("warmup", "Warmup steps", 0, 1_000_000, 10, "Linear ramp at the start of the cosine schedule."),
     ("min_lr_ratio", "Final lr ratio", 0.0, 1.0, 0.05, "Cosine decays to this fraction of the peak."),
-    ("weight_decay", "Weight decay", 0.0, 10.0, 0.01, "AdamW's decoupled decay (torch default 0.01)."),
+    ("weight_decay", "Weight decay", 0.0, 10.0, 0.01,
+     "Decoupled decay, p ← p·(1 − lr·wd), torch's AdamW default 0.01. Under Muon it also shrinks the blocks' "
+     "matrices, at Muon's larger lr."),
     ("grad_clip", "Gradient clip", 0.0, 1e6, 0.5, "Clip the global gradient norm to this; 0 = off."),
     ("eval_every", "Evaluate every", 1, 1_000_000, 50,
      "Each evaluation draws validation batches from the training random stream, so changing "
@@ -190,8 +192,8 @@ def loss_figure(d: dict) -> go.Figure:
     raw_x, raw_y = runs.thin(steps, losses, LIVE_POINTS)
     fig.add_scatter(x=raw_x, y=raw_y, name="train (each step)", mode="lines",
                     line=dict(color="#9ecae1", width=1))
-    fig.add_scatter(x=raw_x, y=runs.thin(steps, runs.smooth(losses), LIVE_POINTS)[1], name="train (smoothed)", mode="lines",
-                    line=dict(color="#1f77b4", width=2))
+    fig.add_scatter(x=raw_x, y=runs.thin(steps, runs.smooth(losses), LIVE_POINTS)[1], name="train (smoothed)",
+                    mode="lines", line=dict(color="#1f77b4", width=2))
     evals = d.get("evals", [])
     fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name="val (estimate)",
                     mode="lines+markers", line=dict(color="#ff7f0e", width=2))
@@ -362,11 +364,12 @@ def train_inputs() -> None:
                             format_func={"adamw": "AdamW", "muon": "Muon"}.get,
                             help="Muon orthogonalizes the momentum of each weight matrix in the blocks "
                                  "(every direction moves at the same rate); embeddings, head and norm gains "
-                                 "stay on AdamW at the learning rate below. The fast preset uses it.")
+                                 "stay on AdamW at the learning rate below. The fast and quick presets use it.")
     hidden = {"constant": {"warmup", "min_lr_ratio"}, "cosine": set()}[schedule] | \
         ({"muon_lr"} if optimizer == "adamw" else set())
-    shown = [row for row in TRAIN_NUMBERS if row[0] not in hidden]
-    for i, (key, label, lo, hi, step, help_) in enumerate(shown):
+    for i, (key, label, lo, hi, step, help_) in enumerate(TRAIN_NUMBERS):
+        if key in hidden:  # its slot stays empty, so no other field changes column
+            continue
         (a, b)[i % 2].number_input(label, lo, hi, step=step, key=f"tr_t_{key}", help=help_,
                                    persist_state="session", format="%g" if isinstance(lo, float) else None)
 

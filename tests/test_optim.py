@@ -6,7 +6,7 @@ from gptcore import optim
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.model import GPT
-from gptcore.optim import Muon, make_optimizer, orthogonalize
+from gptcore.optim import Muon, adamw_groups, make_optimizer, orthogonalize, set_lr
 from gptcore.train import TrainConfig, TrainConfigError, Trainer
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32, vocab_size=20)
@@ -32,34 +32,48 @@ def test_orthogonalize_evens_out_the_singular_values_and_keeps_the_directions(dt
     assert torch.nn.functional.cosine_similarity(x.flatten(), exact.flatten(), dim=0) > 0.95
 
 
-def test_muon_moves_the_blocks_matrices_by_orthogonal_steps_and_the_rest_like_adamw(monkeypatch):
+def test_muon_steps_are_decayed_orthogonalized_nesterov_momentum_and_the_rest_moves_like_adamw(monkeypatch):
     # float32, so that rounding noise in the gradients' near-null directions stays far below the tolerance
     monkeypatch.setattr(optim, "ORTHO_DTYPE", torch.float32)
     torch.manual_seed(0)
-    model = GPT(TINY)
-    twin = GPT(TINY)
+    model, twin = GPT(TINY), GPT(TINY)
     twin.load_state_dict(model.state_dict())
-    idx = torch.randint(20, (4, 32))
-    for m in (model, twin):
-        m(idx, idx)[1].backward()
-    opt = make_optimizer(model, TrainConfig(**MUON))
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    opt.step()
+    tc = TrainConfig(**{**MUON, "weight_decay": 0.1})
+    opt = make_optimizer(model, tc)
+    rest = [p for n, p in twin.named_parameters() if not (n.startswith("blocks.") and p.dim() == 2)]
+    twin_opt = torch.optim.AdamW(adamw_groups([(n, p) for n, p in twin.named_parameters() if p in set(rest)],
+                                              False, 0.1), lr=5e-4, betas=(0.9, 0.99), weight_decay=0.1)
+    set_lr(opt, 5e-4)  # the schedule at half the peak: Muon's groups follow at 0.02 / 1e-3 times it
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([5e-4, 5e-4, 0.01, 0.01])
+    grads, befores = [], []
+    for batch in range(2):  # the second step is where momentum shows
+        idx = torch.randint(20, (4, 32))
+        for m, o in ((model, opt), (twin, twin_opt)):
+            o.zero_grad()
+            m(idx, idx)[1].backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        befores.append({n: p.detach().clone() for n, p in model.named_parameters()})
+        opt.step()
+        twin_opt.step()
+        with torch.no_grad():  # the twin's blocks follow the model's, so both see the same second gradient
+            for (n, p), q in zip(model.named_parameters(), twin.parameters()):
+                if n.startswith("blocks.") and p.dim() == 2:
+                    q.copy_(p)
     for n, p in model.named_parameters():
         if not (n.startswith("blocks.") and p.dim() == 2):
+            torch.testing.assert_close(p, dict(twin.named_parameters())[n], rtol=0, atol=1e-6, msg=n)
             continue
-        grads = p.grad.chunk(3 if "qkv" in n else 1)
-        for step, grad in zip((p - before[n]).chunk(len(grads)), grads):
+        nesterov = grads[1][n] + 0.95 * (0.95 * grads[0][n] + grads[1][n])
+        decayed = befores[1][n] * (1 - 0.01 * 0.1)
+        pieces = 3 if "qkv" in n else 1
+        for step, update in zip((p - decayed).chunk(pieces), nesterov.chunk(pieces)):
             rows, cols = step.shape
-            expected = orthogonalize(grad.T[None] if rows > cols else grad[None], dtype=torch.float32)[0]
-            expected = -0.02 * max(1, rows / cols) ** 0.5 * (expected.T if rows > cols else expected)
+            tall = rows > cols
+            expected = orthogonalize((update.T if tall else update)[None], dtype=torch.float32)[0]
+            expected = -0.01 * max(1, rows / cols) ** 0.5 * (expected.T if tall else expected)
             torch.testing.assert_close(step, expected, rtol=0, atol=1e-5, msg=n)
-            assert 0.7 < torch.linalg.svdvals(expected).max() / 0.02 / max(1, rows / cols) ** 0.5 < 1.3
-    rest = [p for n, p in twin.named_parameters() if not (n.startswith("blocks.") and p.dim() == 2)]
-    torch.optim.AdamW(rest, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.0).step()
-    for (n, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
-        if not (n.startswith("blocks.") and p.dim() == 2):
-            torch.testing.assert_close(p, q, rtol=0, atol=1e-6, msg=n)  # a few float32 ulps of 1.0
+            top = torch.linalg.svdvals(step).max() / 0.01 / max(1, rows / cols) ** 0.5
+            assert 0.7 < top < 1.3, n
 
 
 def test_make_optimizer_puts_exactly_the_blocks_matrices_on_muon():
@@ -106,7 +120,8 @@ def test_switching_optimizer_on_resume_starts_the_new_one_fresh(tmp_path, first,
 
 @pytest.mark.parametrize("bad, message", [({"optimizer": "sgd"}, "optimizer must be adamw or muon"),
                                           ({"optimizer": "muon", "muon_lr": 0.0}, "muon_lr must be greater than 0"),
-                                          ({"muon_lr": -1.0}, "muon_lr must be a number")])
+                                          ({"muon_lr": -1.0}, "muon_lr must be a number"),
+                                          ({"beta2": 1.0}, "beta2 must be a number from 0.0 to 0.9999")])
 def test_bad_optimizer_settings_are_refused(bad, message):
     with pytest.raises(TrainConfigError, match=message):
         TrainConfig(**bad)
@@ -119,3 +134,8 @@ def test_the_cli_trains_the_fast_recipe_with_muon(tmp_path, capsys):
     meta = ckpt.read_meta(out)
     assert meta["train_config"]["optimizer"] == "muon" and meta["train_config"]["batch_size"] == 16
     assert meta["step"] == 4 and "checkpoint saved" in capsys.readouterr().out
+
+
+def test_the_cli_refuses_a_recipe_for_a_resumed_run(tmp_path, capsys):
+    assert main(["train", "--data", "builtin", "--out", str(tmp_path / "r"), "--resume", "--recipe", "fast"]) == 2
+    assert "--recipe starts a new run" in capsys.readouterr().err
