@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -26,7 +27,7 @@ from .config import GPTConfig
 from .data import get_batch
 from .model import GPT
 from .optim import make_optimizer, set_lr
-from .train import INIT_LOCK, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at
+from .train import INIT_LOCK, ShardedGrads, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at
 
 ROOT = Path(__file__).resolve().parent.parent
 TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
@@ -177,6 +178,29 @@ def linear_matmuls_probe(cfg: GPTConfig, batch_size: int) -> tuple[Callable[[int
     return run, sum(6.0 * N * w.shape[0] * w.shape[1] for _, w, _ in operands)
 
 
+def attention_probe(cfg: GPTConfig, batch_size: int) -> tuple[Callable[[int], object], float]:
+    """One step's causal attention alone (SDPA forward and backward in every layer) and its FLOPs as counted."""
+    shape = (batch_size, cfg.n_head, cfg.context, cfg.d_head)
+    q, k, v = (torch.randn(shape, requires_grad=True) for _ in range(3))
+    grad = torch.randn(shape)
+
+    def run(_):
+        for _ in range(cfg.n_layer):
+            torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), grad)
+    return run, 12.0 * cfg.n_layer * batch_size * cfg.context ** 2 * cfg.d_model
+
+
+def sharded_probe(probe: Callable[[GPTConfig, int], tuple[Callable[[int], object], float]], cfg: GPTConfig,
+                  batch_size: int, shards: int) -> tuple[Callable[[int], object], float]:
+    """A probe run the way ShardedGrads runs a step: one part of the batch per single-core thread, in parallel."""
+    sizes = [len(part) for part in torch.arange(batch_size).tensor_split(shards) if len(part)]
+    if len(sizes) < 2:
+        return probe(cfg, batch_size)
+    parts = [probe(cfg, size) for size in sizes]
+    pool = ThreadPoolExecutor(len(parts), initializer=torch.set_num_threads, initargs=(1,))
+    return (lambda r: [f.result() for f in [pool.submit(run, r) for run, _ in parts]]), sum(f for _, f in parts)
+
+
 def tutorial_step_fn(twin: TutorialGPT, batches) -> Callable[[int], float]:
     """The tutorial loop's step: forward, zero_grad, backward, plain AdamW at 3e-3."""
     opt = torch.optim.AdamW(twin.parameters(), lr=3e-3)
@@ -191,16 +215,15 @@ def tutorial_step_fn(twin: TutorialGPT, batches) -> Callable[[int], float]:
     return step
 
 
-def gptcore_step_fn(model: GPT, tc: TrainConfig, batches) -> Callable[[int], float]:
-    """gptcore's training step as Trainer runs it: scheduled lr, fused AdamW, optional clipping."""
+def gptcore_step_fn(model: GPT, tc: TrainConfig, batches, shards: int = 0) -> Callable[[int], float]:
+    """gptcore's training step as Trainer runs it: scheduled lr, the batch split into one shard per thread
+    (shards=1: one pass on all threads), fused AdamW, optional clipping."""
     opt = make_optimizer(model, tc)
+    grads = ShardedGrads(model, shards or torch.get_num_threads())
 
     def step(i):
         set_lr(opt, lr_at(i, tc))
-        x, y = batches[i % len(batches)]
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = grads(*batches[i % len(batches)])
         if tc.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
@@ -216,6 +239,7 @@ class StepReport:
     peak_flops: float  # per second, from the probe
     tokens: int  # per training step
     linear_flops: float  # per second, the step's linear-layer GEMMs alone
+    parts: dict[str, float]  # seconds of the step's linear GEMMs and of its attention, each timed alone
 
     def line(self, name: str, baseline: str = "tutorial") -> str:
         s = self.seconds[name]
@@ -233,6 +257,9 @@ def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_mo
     data = torch.randint(cfg.vocab_size, (100_000,), generator=gen)
     batches = [get_batch(data, cfg.context, tc.batch_size, gen) for _ in range(8)]
     candidates = {"tutorial": tutorial_step_fn(twin, batches), "gptcore": gptcore_step_fn(model, tc, batches)}
+    if torch.get_num_threads() > 1:
+        unsharded, _ = build_model(cfg, seed=0)
+        candidates["gptcore, 1 shard"] = gptcore_step_fn(unsharded, tc, batches, shards=1)
     if compile_model:
         compiled, _ = build_model(cfg, seed=0)
         t0 = time.perf_counter()
@@ -242,19 +269,22 @@ def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_mo
         candidates["gptcore compiled"] = step
     probe, probe_flops = matmul_probe(matmul_n)
     candidates["matmul probe"] = probe
-    linear, linear_flops = linear_matmuls_probe(cfg, tc.batch_size)
-    candidates["linear GEMMs"] = linear
+    shards = torch.get_num_threads()
+    candidates["linear GEMMs"], linear_flops = sharded_probe(linear_matmuls_probe, cfg, tc.batch_size, shards)
+    candidates["attention"], _ = sharded_probe(attention_probe, cfg, tc.batch_size, shards)
     times = {name: median(ts) for name, ts in interleave(candidates, rounds).items()}
+    parts = {name: times.pop(name) for name in ("linear GEMMs", "attention")}
     return StepReport(times, flops_per_step(cfg, tc.batch_size), probe_flops / times.pop("matmul probe"),
-                      tc.batch_size * cfg.context, linear_flops / times.pop("linear GEMMs"))
+                      tc.batch_size * cfg.context, linear_flops / parts["linear GEMMs"], parts)
 
 
-def time_under_hog(cfg: GPTConfig, tc: TrainConfig, rounds: int) -> tuple[float, float]:
-    """gptcore's median step time without and then with one busy-loop process competing for the CPU."""
+def time_under_hog(cfg: GPTConfig, tc: TrainConfig, rounds: int, shards: int = 0) -> tuple[float, float]:
+    """gptcore's median step time without and then with one busy-loop process competing for the CPU
+    (shards as in gptcore_step_fn)."""
     model, gen = build_model(cfg, seed=0)
     data = torch.randint(cfg.vocab_size, (100_000,), generator=gen)
     batches = [get_batch(data, cfg.context, tc.batch_size, gen) for _ in range(4)]
-    step = gptcore_step_fn(model, tc, batches)
+    step = gptcore_step_fn(model, tc, batches, shards)
     quiet = median(interleave({"gptcore": step}, rounds)["gptcore"])
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -330,6 +360,9 @@ def run_speed(args) -> int:
     print(f"  matmul probe ({args.matmul_size}^3 fp32): {report.peak_flops / 1e9:.1f} GFLOP/s = the peak above")
     print(f"  the step's linear-layer GEMMs alone: {report.linear_flops / 1e9:.1f} GFLOP/s "
           f"({report.linear_flops / report.peak_flops:.0%} of peak: the ceiling for these skinny shapes)")
+    print("  where gptcore's step goes (each part timed alone, run as the step runs it): " +
+          ", ".join(f"{name} {t * 1e3:.0f} ms" for name, t in report.parts.items()) +
+          f", everything else {(report.seconds['gptcore'] - sum(report.parts.values())) * 1e3:.0f} ms")
     if not args.no_hog:
         quiet, busy = time_under_hog(cfg, tc, max(3, args.rounds // 3))
         print(f"  gptcore with one busy-loop process competing: {busy * 1e3:.0f} ms/step "

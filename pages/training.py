@@ -57,7 +57,8 @@ TRAIN_NUMBERS = [
     ("snapshot_every", "Snapshot every", 0, 1_000_000, 50,
      "Keep intermediate weights for the inspector's training slider; 0 = none."),
     ("seed", "Seed", 0, 2**31 - 1, 1, None),
-    ("threads", "CPU threads", 0, 256, 1, "0 = every core."),
+    ("threads", "CPU threads", 0, 256, 1,
+     "0 = every core. Each thread computes the gradients of its own slice of each batch."),
 ]
 LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time

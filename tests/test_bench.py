@@ -108,8 +108,10 @@ def test_a_tiny_speed_bench_runs_and_prints_every_figure(capsys):
                  "--gen-chars", "20", "--val-chars", "500", "--repeats", "2", "--no-hog"]) == 0
     out = capsys.readouterr().out
     for text in ("threads: ", "tutorial ", "gptcore ", "ms/step", "tok/s", "of peak", "GFLOP/s",
-                 "run_with_cache, full context 16", "with KV cache", "without cache", "chars/s", "evaluate over 500"):
+                 "run_with_cache, full context 16", "with KV cache", "without cache", "chars/s", "evaluate over 500",
+                 "where gptcore's step goes", "linear GEMMs ", "attention ", "everything else "):
         assert text in out
+    assert ("gptcore, 1 shard" in out) == (torch.get_num_threads() > 1)
 
 
 def test_fast_recipe_trains_the_tutorials_architecture_on_under_half_its_characters():
