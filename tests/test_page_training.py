@@ -4,6 +4,7 @@ Runs use a tiny model on 20,000 built-in characters, so each trains in well unde
 live fragment does not tick in AppTest, so tests wait on the job and call at.run() again.
 """
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,9 @@ def test_an_uploaded_run_continues_after_the_upload_is_given_again(root):
     finish("up")
     meta = ckpt.read_meta(root / "up")
     assert meta["step"] == 25 and meta["history"]["step"] == list(range(26))
+
+
+def test_the_app_skips_streamlits_full_gc_after_every_rerun():
+    """A gc.collect(2) after each live-panel rerun held the GIL for a quarter of a watched run (README)."""
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False
