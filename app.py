@@ -2,9 +2,13 @@
 import gptcore  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported anywhere)
 import streamlit as st
 
+from gptcore.train import use_threads
 from gptcore.ui import sidebar
 
 st.set_page_config(page_title="GPT Explorer", page_icon=":material/hub:", layout="wide")
+# Each rerun gets a fresh thread, which starts with the thread count set last anywhere (a one-thread demo job's):
+# the page's own torch work (inspector, generation, demos) should use every core.
+use_threads(0)
 
 # Learning order. Each concept page adds its own line here.
 PAGES = {

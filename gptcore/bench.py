@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +28,8 @@ from .config import GPTConfig
 from .data import get_batch
 from .model import GPT
 from .optim import make_optimizer, set_lr
-from .train import INIT_LOCK, ShardedGrads, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at
+from .train import (INIT_LOCK, ShardedGrads, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at,
+                    use_threads)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
@@ -198,7 +200,11 @@ def sharded_probe(probe: Callable[[GPTConfig, int], tuple[Callable[[int], object
         return probe(cfg, batch_size)
     parts = [probe(cfg, size) for size in sizes]
     pool = ThreadPoolExecutor(len(parts), initializer=torch.set_num_threads, initargs=(1,))
-    return (lambda r: [f.result() for f in [pool.submit(run, r) for run, _ in parts]]), sum(f for _, f in parts)
+
+    def run_all(r):
+        return [f.result() for f in [pool.submit(run, r) for run, _ in parts]]
+    weakref.finalize(run_all, pool.shutdown)
+    return run_all, sum(f for _, f in parts)
 
 
 def tutorial_step_fn(twin: TutorialGPT, batches) -> Callable[[int], float]:
@@ -263,7 +269,7 @@ def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_mo
     if compile_model:
         compiled, _ = build_model(cfg, seed=0)
         t0 = time.perf_counter()
-        step = gptcore_step_fn(torch.compile(compiled), tc, batches)
+        step = gptcore_step_fn(torch.compile(compiled), tc, batches, shards=1)  # compiling is not thread-safe
         step(0)
         print(f"torch.compile: first step (compiling) took {time.perf_counter() - t0:.1f} s")
         candidates["gptcore compiled"] = step
@@ -471,7 +477,7 @@ def train_tutorial_script(recipe, text: str, clock_for: Callable[[Trainer], Turn
     trainer = Trainer(recipe.model, tc, text, out_dir=None)  # only for its tokenizer, split, seeded model
     model, gen, ctx = tutorial_twin(trainer.model), trainer.stream, recipe.model.context
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr)
-    torch.set_num_threads(threads or torch.get_num_threads())  # per thread in torch: set it here
+    use_threads(threads)  # per thread in torch: set it here
     clock = clock_for(trainer)
     clock.start()
     try:

@@ -15,9 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
-
-from .train import TrainControl
+from .train import TrainControl, use_threads
 
 
 ACTIVE = ("starting", "running", "paused", "stopping")
@@ -76,7 +74,7 @@ class Job:
     def _main(self):
         yield_to_the_ui()
         # Thread counts are per thread in torch: this must run here, not in the thread that started the job.
-        torch.set_num_threads(self._threads or torch.get_num_threads())
+        use_threads(self._threads)
         self._move("starting", status="running")  # a pause or stop clicked before this line wins
         try:
             final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")

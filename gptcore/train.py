@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -24,6 +25,17 @@ from .model import GPT
 from .optim import make_optimizer, set_lr
 
 INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one builder at a time
+CORES = torch.get_num_threads()  # torch's default: every physical core. Read once; see use_threads.
+
+
+def use_threads(n: int) -> None:
+    """Run the calling thread's torch ops on n threads (0 = every core).
+
+    torch.set_num_threads also makes n the count that threads created later start with, so code that wants every
+    core asks for CORES explicitly: reading torch.get_num_threads() in a new thread would inherit whatever the last
+    caller chose (a one-thread demo, a shard worker).
+    """
+    torch.set_num_threads(n or CORES)
 
 
 class TrainConfigError(ValueError):
@@ -163,15 +175,24 @@ class ShardedGrads:
     1.2x: every small GEMM and elementwise op of a two-thread pass splits its work and then waits for both cores,
     while independent shards never synchronise until the end of the step (`python -m gptcore bench`).
     Shards are summed in a fixed order, so a run is reproducible for a given number of shards.
-    The pool's threads are created by the thread that first calls it and inherit its (lowered) priority.
+    The workers inherit the creating thread's nice value (a Job lowers it), but not its thread-local torch
+    state: grad mode, inference mode or autocast must be entered inside the model's forward to reach them.
     """
 
     def __init__(self, model: GPT, shards: int):
         self.model, self.shards = model, max(1, shards)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.pool = (ThreadPoolExecutor(self.shards, thread_name_prefix="grad-shard",
-                                        initializer=torch.set_num_threads, initargs=(1,))
-                     if self.shards > 1 else None)
+        self.pool = self._start_workers() if self.shards > 1 else None
+        self._shutdown = weakref.finalize(self, self.pool.shutdown) if self.pool else None
+
+    def _start_workers(self) -> ThreadPoolExecutor:
+        pool = ThreadPoolExecutor(self.shards, thread_name_prefix="grad-shard",
+                                  initializer=torch.set_num_threads, initargs=(1,))
+        all_started = threading.Barrier(self.shards)  # blocks each worker until every one exists
+        for started in [pool.submit(all_started.wait) for _ in range(self.shards)]:
+            started.result()
+        torch.set_num_threads(torch.get_num_threads())  # the workers' 1 also became new threads' default: undo
+        return pool
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward and backward of (x, y); sets every parameter's .grad and returns the batch's mean loss."""
@@ -181,15 +202,10 @@ class ShardedGrads:
             _, loss = self.model(x, y)
             loss.backward()
             return loss.detach()
-        pieces = list(zip(x.tensor_split(self.shards), y.tensor_split(self.shards)))
-        pieces = [(xs, ys) for xs, ys in pieces if len(xs)]
+        pieces = [(xs, ys) for xs, ys in zip(x.tensor_split(self.shards), y.tensor_split(self.shards)) if len(xs)]
         results = [f.result() for f in [self.pool.submit(self._shard, xs, ys) for xs, ys in pieces]]
         weights = [len(xs) / len(x) for xs, _ in pieces]
-        grads = results[0][1]
-        torch._foreach_mul_(grads, weights[0])
-        for w, (_, more) in zip(weights[1:], results[1:]):
-            torch._foreach_add_(grads, more, alpha=w)
-        for p, g in zip(self.params, grads):
+        for p, g in zip(self.params, self._combine(weights, [grads for _, grads in results])):
             p.grad = g
         return sum(w * loss for w, (loss, _) in zip(weights, results))
 
@@ -197,9 +213,18 @@ class ShardedGrads:
         _, loss = self.model(x, y)
         return loss.detach(), list(torch.autograd.grad(loss, self.params))
 
+    @staticmethod
+    def _combine(weights: list[float], shard_grads: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+        """Σ weight · gradient over shards, in shard order (into the first shard's tensors)."""
+        total = shard_grads[0]
+        torch._foreach_mul_(total, weights[0])
+        for w, grads in zip(weights[1:], shard_grads[1:]):
+            torch._foreach_add_(total, grads, alpha=w)
+        return total
+
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
+        if self._shutdown is not None:
+            self._shutdown()
 
 
 class TrainControl:
@@ -304,21 +329,21 @@ class Trainer:
         """
         emit = on_event or (lambda kind, data: None)
         control = control or TrainControl()
-        torch.set_num_threads(self.tc.threads or torch.get_num_threads())
+        use_threads(self.tc.threads)
         tc, model, ctx = self.tc, self.model, self.cfg.context
         model.train()
         tokens_per_step = tc.batch_size * ctx
         clock = ActiveClock()
         wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
         status = "finished"
-        grads = ShardedGrads(model, torch.get_num_threads())
+        shard_grads = ShardedGrads(model, torch.get_num_threads())
         try:
             for step in range(self.start_step, tc.steps + 1):
                 clock.wait_while_paused(control)
                 if control.stop.is_set():
                     status = "stopped"
                     break
-                loss = self._train_step(step, grads, after_backward)
+                loss = self._train_step(step, shard_grads, after_backward)
                 self.step = step
                 self._record_step(step, loss, emit, wall(), clock.active(), tokens_per_step)
                 if step % tc.eval_every == 0 or step == tc.steps:
@@ -331,7 +356,7 @@ class Trainer:
                     self.save("running", wall())
                     emit("checkpoint", {"step": step, "path": str(self.out_dir)})
         finally:
-            grads.close()
+            shard_grads.close()
         if tc.final_eval and self.step >= 0:
             self.final_val = evaluate(model, self.val_ids)
             self.history["final_val"] = self.final_val
@@ -341,10 +366,10 @@ class Trainer:
         emit("done", {"step": self.step, "status": status, "wall_time": wall()})
         return status
 
-    def _train_step(self, step: int, grads: ShardedGrads, after_backward) -> float:
+    def _train_step(self, step: int, shard_grads: ShardedGrads, after_backward) -> float:
         set_lr(self.optimizer, lr_at(step, self.tc))
         x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream)
-        loss = grads(x, y)
+        loss = shard_grads(x, y)
         if not torch.isfinite(loss):
             raise Diverged(f"loss became {loss.item()} at step {step}; {KEPT}")
         if after_backward is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
@@ -306,7 +307,10 @@ def test_an_uploaded_run_continues_after_the_upload_is_given_again(root):
     assert meta["step"] == 25 and meta["history"]["step"] == list(range(26))
 
 
-def test_the_app_skips_streamlits_full_gc_after_every_rerun():
+def test_the_app_skips_streamlits_full_gc_after_every_rerun(monkeypatch):
     """A gc.collect(2) after each live-panel rerun held the GIL for a quarter of a watched run (README)."""
-    config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
-    assert config["runner"]["postScriptGC"] is False
+    root = Path(__file__).resolve().parent.parent
+    assert tomllib.loads((root / ".streamlit" / "config.toml").read_text())["runner"]["postScriptGC"] is False
+    monkeypatch.chdir(root)  # where `streamlit run app.py` starts, so Streamlit itself must read it as set
+    st_config.get_config_options(force_reparse=True)
+    assert st_config.get_option("runner.postScriptGC") is False

@@ -1,13 +1,14 @@
 import math
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
 
 from gptcore import checkpoint as ckpt
 from gptcore.config import GPTConfig
-from gptcore.train import (Diverged, ShardedGrads, TrainConfig, TrainConfigError, TrainControl, Trainer, build_model,
-                           evaluate, lr_at)
+from gptcore.train import (CORES, Diverged, ShardedGrads, TrainConfig, TrainConfigError, TrainControl, Trainer,
+                           build_model, evaluate, lr_at)
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
 TEXT = "the cat sat on the mat. the dog ate the log. " * 200
@@ -139,10 +140,30 @@ def test_sharded_gradients_equal_one_pass_over_the_whole_batch(batch, shards):
         assert torch.equal(b, c)  # shards are summed in a fixed order: the same batch gives the same bits
 
 
-def test_a_two_shard_run_is_reproducible():
-    tc = TrainConfig(steps=15, batch_size=8, eval_every=15, threads=2, final_eval=False, sample_chars=10)
+def _in_new_thread(fn):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_every_run_shards_over_every_core_and_two_runs_agree_bit_for_bit(monkeypatch):
+    """Runs start in fresh threads, as app jobs do; neither a finished run's workers nor a one-thread job may
+    leave later threads on one core."""
+    shard_counts = []
+    start = ShardedGrads.__init__
+
+    def counting_start(self, model, shards):
+        shard_counts.append(shards)
+        start(self, model, shards)
+    monkeypatch.setattr(ShardedGrads, "__init__", counting_start)
+    tc = TrainConfig(steps=15, batch_size=8, eval_every=15, final_eval=False, sample_chars=10)
     runs = [Trainer(TINY, tc, TEXT) for _ in range(2)]
+    _in_new_thread(lambda: Trainer(TINY, replace(tc, threads=1, steps=2), TEXT).run())
     for trainer in runs:
-        trainer.run()
+        _in_new_thread(trainer.run)
+    assert shard_counts == [1, CORES, CORES]
+    assert _in_new_thread(torch.get_num_threads) == CORES
     assert runs[0].history["train_loss"] == runs[1].history["train_loss"]
     assert all(torch.equal(a, b) for a, b in zip(runs[0].model.parameters(), runs[1].model.parameters()))
