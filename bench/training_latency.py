@@ -101,7 +101,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1400})
             page.goto(url)  # the app's root first, so st.navigation (not a bare page script) serves the page
-            page.get_by_role("link", name="Train", exact=True).click()
+            page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Train", exact=True).click()
             page.get_by_role("button", name="Start training").wait_for(timeout=300_000)
             wait_idle(page)
             if args.url is None:

@@ -30,7 +30,7 @@ def test_a_short_run_grows_the_chart_and_writes_samples(tmp_path):
     with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
         page.goto(url)
         wait_for_app(page)
-        page.get_by_role("link", name="Train", exact=True).click()
+        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Train", exact=True).click()
         page.get_by_role("button", name="Start training").wait_for(timeout=60_000)
         wait_for_app(page)
         for label, value in SETTINGS.items():
