@@ -14,8 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -29,7 +27,7 @@ from .data import get_batch
 from .model import GPT
 from .optim import make_optimizer, set_lr
 from .train import (INIT_LOCK, ShardedGrads, TrainConfig, Trainer, build_model, estimate_loss, evaluate, lr_at,
-                    use_threads)
+                    single_core_pool, use_threads)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINYSTORIES = ROOT.parent / "shared" / "data" / "tinystories-1M.txt"
@@ -199,11 +197,10 @@ def sharded_probe(probe: Callable[[GPTConfig, int], tuple[Callable[[int], object
     if len(sizes) < 2:
         return probe(cfg, batch_size)
     parts = [probe(cfg, size) for size in sizes]
-    pool = ThreadPoolExecutor(len(parts), initializer=torch.set_num_threads, initargs=(1,))
+    pool = single_core_pool(len(parts), "probe-shard")
 
-    def run_all(r):
+    def run_all(r):  # the pool's idle workers exit when run_all, and with it the pool, is collected
         return [f.result() for f in [pool.submit(run, r) for run, _ in parts]]
-    weakref.finalize(run_all, pool.shutdown)
     return run_all, sum(f for _, f in parts)
 
 

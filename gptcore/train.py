@@ -167,6 +167,16 @@ def evaluate(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
     return total / count
 
 
+def single_core_pool(workers: int, name: str) -> ThreadPoolExecutor:
+    """A thread pool whose `workers` threads are all started and each run torch ops on a single thread."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=torch.set_num_threads, initargs=(1,))
+    all_started = threading.Barrier(workers)  # blocks each worker until every one exists
+    for started in [pool.submit(all_started.wait) for _ in range(workers)]:
+        started.result()
+    torch.set_num_threads(torch.get_num_threads())  # the workers' 1 also became new threads' default: undo
+    return pool
+
+
 class ShardedGrads:
     """Loss and gradients of a batch, computed as one shard of the batch per core.
 
@@ -182,17 +192,8 @@ class ShardedGrads:
     def __init__(self, model: GPT, shards: int):
         self.model, self.shards = model, max(1, shards)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.pool = self._start_workers() if self.shards > 1 else None
+        self.pool = single_core_pool(self.shards, "grad-shard") if self.shards > 1 else None
         self._shutdown = weakref.finalize(self, self.pool.shutdown) if self.pool else None
-
-    def _start_workers(self) -> ThreadPoolExecutor:
-        pool = ThreadPoolExecutor(self.shards, thread_name_prefix="grad-shard",
-                                  initializer=torch.set_num_threads, initargs=(1,))
-        all_started = threading.Barrier(self.shards)  # blocks each worker until every one exists
-        for started in [pool.submit(all_started.wait) for _ in range(self.shards)]:
-            started.result()
-        torch.set_num_threads(torch.get_num_threads())  # the workers' 1 also became new threads' default: undo
-        return pool
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward and backward of (x, y); sets every parameter's .grad and returns the batch's mean loss."""

@@ -82,7 +82,8 @@ def test_inspector_page_renders_in_chromium(server_url):
             page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             page.goto(server_url, timeout=60_000)
             # reach the page the way a reader does: through the sidebar navigation
-            page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Inspect", exact=True).click(timeout=60_000)
+            nav = page.get_by_test_id("stSidebarNavItems")
+            nav.get_by_role("link", name="Inspect", exact=True).click(timeout=60_000)
             page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=60_000)
             # the grid and the enlarged head of the first tab are drawn by Plotly in the browser
             page.locator(".js-plotly-plot .heatmaplayer").nth(1).wait_for(timeout=60_000)
