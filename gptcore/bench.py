@@ -366,6 +366,8 @@ def run_speed(args) -> int:
     print("  where gptcore's step goes (each part timed alone, run as the step runs it): " +
           ", ".join(f"{name} {t * 1e3:.0f} ms" for name, t in report.parts.items()) +
           f", everything else {(report.seconds['gptcore'] - sum(report.parts.values())) * 1e3:.0f} ms")
+    ceiling = report.flops / sum(report.parts.values()) / report.peak_flops
+    print(f"  if everything else took no time, the step would reach {ceiling:.0%} of peak (its ceiling in fp32 here)")
     if not args.no_hog:
         quiet, busy = time_under_hog(cfg, tc, max(3, args.rounds // 3))
         print(f"  gptcore with one busy-loop process competing: {busy * 1e3:.0f} ms/step "
