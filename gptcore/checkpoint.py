@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 
 from .config import ConfigError, GPTConfig
 from .data import CharTokenizer
-from .model import GPT
+from .model import GPT, check_buildable, meta_model
 
 FORMAT = "gptcore-checkpoint-1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -153,15 +153,29 @@ def load_weights(path: Path) -> tuple[GPT, CharTokenizer, int]:
     if tokenizer.vocab_size != cfg.vocab_size:
         raise CheckpointError(f"{path}: tokenizer has {tokenizer.vocab_size} characters but the model "
                               f"expects a vocabulary of {cfg.vocab_size}")
-    model = GPT(cfg)
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    try:
+        check_buildable(cfg)
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+    expected = {k: tuple(v.shape) for k, v in meta_model(cfg).state_dict().items()}
     found = {k: tuple(v.shape) for k, v in tensors.items()}
     if expected != found:
         diff = sorted(set(expected.items()) ^ set(found.items()))[:4]
         raise CheckpointError(f"{path}: weights do not match the model config (first differences: {diff})")
+    check_values(path, tensors)
+    model = GPT(cfg)
     model.load_state_dict(tensors)
     model.eval()
     return model, tokenizer, step
+
+
+def check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Weights must be floating point and finite: integers would be cast silently, NaN only fails later."""
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise CheckpointError(f"{path}: {name} holds {t.dtype} values, not floating-point weights")
+        if not torch.isfinite(t).all():
+            raise CheckpointError(f"{path}: {name} contains NaN or infinite values (a diverged run?)")
 
 
 def load_checkpoint(directory: Path | str) -> Checkpoint:
@@ -199,23 +213,47 @@ def optimizer_tensors(model: GPT, optimizer: torch.optim.Optimizer) -> dict[str,
     return out
 
 
-def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Optimizer) -> bool:
-    """Restore the optimizer state saved by save_checkpoint; False when there are none to restore."""
+def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Optimizer, step: int) -> bool:
+    """Restore the optimizer state saved with the weights of `step`; False when there is none for that step
+    (no file, or one left from an earlier step by an interrupted save: the optimizer then starts fresh)."""
     path = Path(directory) / "optimizer.safetensors"
     if not path.is_file():
         return False
     try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            saved_step = (f.metadata() or {}).get("step")
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+    if saved_step != str(step):
+        return False
     params = dict(model.named_parameters())
+    state = {}
     for key, value in tensors.items():
         name, _, slot = key.partition("::")
         if name not in params:
             raise CheckpointError(f"{path}: optimizer state for unknown parameter {name!r}")
         p = params[name]
-        optimizer.state[p][slot] = value.reshape(()) if slot == "step" else value.reshape(p.shape)
+        if value.numel() != (1 if slot == "step" else p.numel()) or not value.is_floating_point():
+            raise CheckpointError(f"{path}: {key} has {value.numel():,} {value.dtype} values; "
+                                  f"{name} needs {p.numel():,} floats")
+        state[(p, slot)] = value.reshape(()) if slot == "step" else value.reshape(p.shape)
+    for (p, slot), value in state.items():  # only once every entry has passed
+        optimizer.state[p][slot] = value
     return True
+
+
+def resumable_meta(directory: Path) -> dict:
+    """meta.json of a run that can be continued: its training settings and loss history must be readable."""
+    meta = read_meta(directory)
+    history = meta.get("history")
+    if not isinstance(meta.get("train_config"), dict) or not isinstance(history, dict) or \
+            not all(isinstance(history.get(key, []), list) for key in ("step", "train_loss", "eval_step", "eval_val")):
+        raise CheckpointError(f"{Path(directory) / 'meta.json'} is missing or damaged: the run's training settings "
+                              "and loss history are kept there, so it cannot be continued (it can still be inspected)")
+    return meta
 
 
 def delete_checkpoint(directory: Path, root: Path | None = None) -> None:

@@ -100,10 +100,18 @@ def cmd_train(args) -> int:
             print("error: --recipe starts a new run; --resume continues with the run's own settings "
                   "(change single ones with their flags)", file=sys.stderr)
             return 2
-        base = ckpt.read_meta(out).get("train_config", {})
+        if picked(args, MODEL_FLAGS) or args.no_scale:
+            print("error: a resumed run keeps its model; model flags (--d-model, --context, ...) need a new run",
+                  file=sys.stderr)
+            return 2
+        base = ckpt.resumable_meta(out)["train_config"]
         tc = TrainConfig.from_dict({**base, **picked(args, TRAIN_FLAGS)})
         model_cfg = None
     else:
+        if (out / "model.safetensors").exists():
+            print(f"error: {out} already holds a trained model; continue it with --resume, or choose another --out",
+                  file=sys.stderr)
+            return 2
         recipe = RECIPES[args.recipe]
         tc = TrainConfig.from_dict({**recipe.train.to_dict(), **picked(args, TRAIN_FLAGS)})
         model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, MODEL_FLAGS),
@@ -115,7 +123,8 @@ def cmd_train(args) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"vocab {trainer.tokenizer.vocab_size}, params {trainer.model.num_params():,}")
     if args.resume:
-        print(f"resuming from step {trainer.start_step - 1} in {out}")
+        restored = "with" if trainer.optimizer_restored else "without (it starts fresh)"
+        print(f"resuming from step {trainer.start_step - 1} in {out}, {restored} the saved optimizer state")
     control = TrainControl()
     signal.signal(signal.SIGINT, lambda *_: (control.request_stop(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
     progress = Progress()
@@ -138,7 +147,7 @@ def cmd_train(args) -> int:
         status = trainer.run(on_event, control)
     except Diverged as e:
         progress.clear()
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {trainer.diverged_message(e)}", file=sys.stderr)
         return 3
     print(f"{time.time() - t0:.0f}s")
     print(f"{status} at step {trainer.step}; checkpoint saved to {out}")
@@ -153,12 +162,19 @@ def cmd_eval(args) -> int:
     ids = torch.tensor(loaded.tokenizer.encode(corpus.text), dtype=torch.long)
     if args.split == "val":
         ids = split_ids(ids)[1]
+    if len(ids) < 2:
+        print(f"error: {corpus.description} has {len(ids)} character(s) the model knows in its {args.split} split; "
+              "scoring needs at least 2", file=sys.stderr)
+        return 2
     print(f"scoring {len(ids) - 1:,} characters of {corpus.description} ({args.split})")
     print(f"val_loss {evaluate(loaded.model, ids):.4f}")
     return 0
 
 
 def cmd_sample(args) -> int:
+    if args.chars < 1:
+        print(f"error: --chars must be at least 1, got {args.chars}", file=sys.stderr)
+        return 2
     loaded = ckpt.load_checkpoint(args.checkpoint)
     if warning := unknown_warning(loaded.tokenizer.unknown(args.prompt)):
         print(f"warning: {warning}", file=sys.stderr)

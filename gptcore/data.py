@@ -27,31 +27,44 @@ class Corpus:
     description: str
 
 
-def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """Validate raw bytes as a UTF-8 text corpus and return the text."""
+def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES, cut: bool = False) -> str:
+    """Validate raw bytes as a UTF-8 text corpus and return the text (cut: raw is a prefix of the file, which
+    may end inside a multi-byte character)."""
     if not raw:
         raise CorpusError(f"{name} is empty")
     if len(raw) > max_bytes:
         raise CorpusError(f"{name} is {len(raw):,} bytes, over the limit of {max_bytes:,} bytes")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise CorpusError(f"{name} is UTF-16 text; save it as UTF-8")
     if b"\x00" in raw[:1_000_000]:
         raise CorpusError(f"{name} looks binary (it contains NUL bytes), not a text file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CorpusError(f"{name} is not UTF-8 text (invalid byte at offset {e.start:,})") from None
+        if not (cut and e.reason == "unexpected end of data"):
+            raise CorpusError(f"{name} is not UTF-8 text (invalid byte at offset {e.start:,})") from None
+        text = raw[:e.start].decode("utf-8")
     if not text.strip():
         raise CorpusError(f"{name} contains only whitespace")
     return text
 
 
-def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES, max_chars: int | None = None) -> str:
+    """The file's text; with max_chars, only the bytes that can hold its first max_chars characters are read,
+    so a file over max_bytes is fine when only its beginning is wanted."""
     path = Path(path)
     if not path.is_file():
         raise CorpusError(f"no such file: {path}")
     size = path.stat().st_size
-    if size > max_bytes:  # checked before reading, so a huge file is never loaded
+    wanted = size if max_chars is None else min(size, 4 * max_chars)  # UTF-8: at most 4 bytes per character
+    if wanted > max_bytes:  # checked before reading, so a huge file is never loaded
         raise CorpusError(f"{path} is {size:,} bytes, over the limit of {max_bytes:,} bytes")
-    return decode_corpus(path.read_bytes(), str(path), max_bytes)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(wanted)
+    except OSError as e:
+        raise CorpusError(f"cannot read {path}: {e.strerror or e}") from None
+    return decode_corpus(raw, str(path), max_bytes, cut=wanted < size)
 
 
 def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0) -> Corpus:
@@ -63,10 +76,13 @@ def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0) -> Corpus:
 def load_corpus(source: str, max_chars: int | None = None, builtin_chars: int = 1_000_000,
                 builtin_seed: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     """'builtin' for our generated stories, otherwise a path to a UTF-8 text file."""
+    for name, value in (("max_chars", max_chars), ("builtin_chars", builtin_chars)):
+        if value is not None and value < 1:
+            raise CorpusError(f"{name} must be at least 1, got {value:,}")
     if source == "builtin":
         corpus = builtin_corpus(builtin_chars, builtin_seed)
     else:
-        corpus = Corpus(read_corpus_file(source, max_bytes), f"file {Path(source).name}")
+        corpus = Corpus(read_corpus_file(source, max_bytes, max_chars), f"file {Path(source).name}")
     if max_chars is not None and len(corpus.text) > max_chars:
         corpus = Corpus(corpus.text[:max_chars], f"{corpus.description}, first {max_chars:,} chars")
     return corpus
@@ -155,12 +171,12 @@ def split_ids(ids: torch.Tensor, train_fraction: float = 0.9):
     return ids[:n], ids[n:]
 
 
-def check_trainable(text: str, context: int) -> None:
+def check_trainable(n_tokens: int, context: int) -> None:
     """Both halves of the 90/10 split must hold at least one full window plus its target."""
     need = 10 * (context + 2)
-    if len(text) < need:
+    if n_tokens < need:
         raise CorpusError(
-            f"corpus has {len(text):,} characters; context {context} needs at least {need:,} "
+            f"corpus has {n_tokens:,} usable characters; context {context} needs at least {need:,} "
             f"so that the 10% validation split still holds one window of {context + 1} characters")
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import GPTConfig
+from .config import ConfigError, GPTConfig
 
 
 class HookPoint(nn.Module):
@@ -246,7 +246,6 @@ class GPT(nn.Module):
             logits, _ = self(idx)
         return logits, store
 
-    @torch.inference_mode()  # cheaper than no_grad per op, and only token ids leave this generator
     def stream(self, idx: torch.Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
                generator: torch.Generator | None = None, use_cache: bool = True) -> Iterator[int]:
         """Yield n_new sampled token ids continuing idx (1, T).
@@ -258,8 +257,11 @@ class GPT(nn.Module):
         text into the window; rebuilding keeps every step an exact forward over a window of 3/4·ctx
         to ctx tokens, at the cost of one prefill every ctx/4 tokens.
         """
-        if temperature <= 0:
-            raise ValueError("temperature must be positive")
+        check_sampling(temperature, top_k)  # now, not at the first next()
+        return self._stream(idx, n_new, temperature, top_k, generator, use_cache)
+
+    @torch.inference_mode()  # cheaper than no_grad per op, and only token ids leave this generator
+    def _stream(self, idx, n_new, temperature, top_k, generator, use_cache) -> Iterator[int]:
         ctx = self.cfg.context
         window = idx[:, -ctx:]
         caches, logits = self._prefill(window, use_cache)
@@ -295,9 +297,41 @@ def meta_model(cfg: GPTConfig) -> GPT:
         return GPT(cfg)
 
 
+# GPTConfig's per-field limits allow GPT-3-sized shapes (the concept pages count their parameters); real weights
+# are capped here. 100M parameters are 0.4 GB in fp32 (1.6 GB with AdamW's state), far past what trains on a CPU.
+MAX_PARAMS = 100_000_000
+
+
+def check_buildable(cfg: GPTConfig) -> None:
+    """Refuse, before any memory is allocated, a config whose weights would not fit the cap."""
+    n = meta_model(cfg).num_params()
+    if n > MAX_PARAMS:
+        raise ConfigError(f"this model would have {n:,} parameters ({n * 4 / 1e9:.1f} GB of weights); "
+                          f"the limit is {MAX_PARAMS:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.")
+
+
+class NonFiniteLogits(ValueError):
+    """Sampling met NaN or infinite logits: the weights, not the request, are at fault."""
+
+
+def check_sampling(temperature: float, top_k: int | None) -> None:
+    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number, 0 or more (0 = always the most likely character), "
+                         f"got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ValueError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
+
+
 def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:
-    """Draw one token per row from softmax(logits / temperature), optionally among the top k only."""
-    logits = logits / temperature
+    """Draw one token per row from softmax(logits / temperature), optionally among the top k only.
+
+    Temperature 0, or one so small that logits / temperature overflows, picks the most likely token."""
+    if not torch.isfinite(logits).all():
+        raise NonFiniteLogits("the model's outputs are NaN or infinite: its weights are broken (a diverged run?)")
+    scaled = logits / temperature if temperature else None
+    if scaled is None or not torch.isfinite(scaled).all():
+        return logits.argmax(-1, keepdim=True)
+    logits = scaled
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k).values[..., -1, None]
         logits = logits.masked_fill(logits < kth, float("-inf"))

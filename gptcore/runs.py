@@ -163,24 +163,6 @@ class RunTrainer(Trainer):
         return {**super().meta(status, wall_time), "corpus_source": self.source}
 
 
-def last_checkpoint_step(directory: Path) -> int | None:
-    meta = ckpt.read_meta(directory)
-    return int(meta["step"]) if (Path(directory) / "model.safetensors").is_file() and "step" in meta else None
-
-
-def diverged_message(trainer: Trainer, error: Diverged) -> str:
-    """Say what blew up, what was kept, and what to try; mark the kept checkpoint as diverged."""
-    cause = str(error).split(";")[0]
-    kept = last_checkpoint_step(trainer.out_dir)
-    if kept is None:
-        saved = "No checkpoint had been saved yet, so nothing was written."
-    else:
-        saved = f"The last good checkpoint (step {kept:,}) is kept in {trainer.out_dir}; nothing after it was saved."
-        ckpt.update_meta(trainer.out_dir, status="diverged", message=f"diverged: {cause}")
-    return (f"Training diverged: {cause}. {saved} "
-            "Try a smaller learning rate, warmup, gradient clipping or less weight decay.")
-
-
 def baseline_losses(trainer: Trainer) -> dict:
     V = trainer.tokenizer.vocab_size
     return {"uniform": uniform_loss(V), "bigram": bigram_val_loss(trainer.train_ids, trainer.val_ids, V)}
@@ -222,7 +204,7 @@ def _training_job(trainer: RunTrainer, name: str) -> Callable[[Job], str]:
             return trainer.run(lambda kind, d: on_event(job, kind, d), job.control)
         except Diverged as e:
             job.update(data={"diverged": True})
-            raise Diverged(diverged_message(trainer, e)) from None
+            raise Diverged(trainer.diverged_message(e)) from None
 
     return fn
 

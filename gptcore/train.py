@@ -8,6 +8,7 @@ changes it.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import weakref
@@ -20,8 +21,8 @@ import torch
 
 from . import checkpoint as ckpt
 from .config import GPTConfig
-from .data import CharTokenizer, check_trainable, get_batch, split_ids
-from .model import GPT
+from .data import CharTokenizer, CorpusError, check_trainable, get_batch, split_ids
+from .model import GPT, NonFiniteLogits, check_buildable, meta_model
 from .optim import make_optimizer, set_lr
 
 INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one builder at a time
@@ -46,7 +47,6 @@ class Diverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-KEPT = "the last good checkpoint was kept. Try a smaller learning rate or gradient clipping."
 
 
 @dataclass
@@ -121,12 +121,37 @@ def lr_at(step: int, tc: TrainConfig) -> float:
 
 def build_model(cfg: GPTConfig, seed: int) -> tuple[GPT, torch.Generator]:
     """Seed, build the model, and hand back a generator that continues the same random stream."""
+    check_buildable(cfg)
     with INIT_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = GPT(cfg)
         stream = torch.Generator().manual_seed(0)
         stream.set_state(torch.get_rng_state())
     return model, stream
+
+
+def step_memory_bytes(cfg: GPTConfig, batch_size: int) -> int:
+    """Rough size of one training step: weights, gradients and two optimizer moments, plus the activations
+    autograd keeps (about 14·d_model + 4·d_ff floats per token per layer, and the logits twice)."""
+    per_token = cfg.n_layer * (14 * cfg.d_model + 4 * cfg.d_ff) + 4 * cfg.d_model + 2 * cfg.vocab_size
+    return 4 * (4 * meta_model(cfg).num_params() + batch_size * cfg.context * per_token)
+
+
+def physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_in_memory(cfg: GPTConfig, batch_size: int) -> None:
+    """Refuse a run whose step would take more than half of this machine's memory, before it starts."""
+    need, have = step_memory_bytes(cfg, batch_size), physical_memory()
+    if have and need > have // 2:
+        raise TrainConfigError(
+            f"one training step would need about {need / 1e9:.1f} GB (batch {batch_size} × context {cfg.context}, "
+            f"d_model {cfg.d_model}, {cfg.n_layer} layers) and this machine has {have / 1e9:.1f} GB. "
+            "Use a smaller batch, context or model.")
 
 
 @torch.no_grad()
@@ -154,7 +179,7 @@ def evaluate(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
     full = (len(ids) - 1) // ctx
     starts = torch.arange(full) * ctx
     offsets = torch.arange(ctx)
-    for chunk in starts.split(batch_size):
+    for chunk in starts.split(batch_size) if full else ():  # (an empty tensor still splits into one chunk)
         x, y = ids[chunk[:, None] + offsets], ids[chunk[:, None] + offsets + 1]
         total += model(x, y)[1].item() * y.numel()
         count += y.numel()
@@ -273,25 +298,33 @@ class Trainer:
         self.tc, self.out_dir = tc, Path(out_dir) if out_dir else None
         if resume_from is not None:
             loaded = ckpt.load_checkpoint(resume_from)
+            ckpt.resumable_meta(resume_from)
+            if tc.steps <= loaded.meta["step"]:
+                raise TrainConfigError(f"the run is already at step {loaded.meta['step']:,}: "
+                                       "set steps higher to continue it")
             self.model, self.tokenizer = loaded.model, loaded.tokenizer
             self.model.train()
-            self.history = loaded.meta.get("history") or new_history()
-            self.start_step = int(loaded.meta.get("step", 0)) + 1
+            self.history = {**new_history(), **loaded.meta["history"]}
+            self.start_step = loaded.meta["step"] + 1
             self.stream = torch.Generator().manual_seed(tc.seed + self.start_step)
             self.elapsed_before = float(loaded.meta.get("wall_time", 0.0))
         else:
             self.tokenizer = CharTokenizer.from_text(text)
+            if self.tokenizer.vocab_size < 2:
+                raise CorpusError(f"the corpus uses a single character ({text[:1]!r}): there is nothing to predict")
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
             self.model, self.stream = build_model(model_cfg, tc.seed)
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
         self.unknown = self.tokenizer.unknown(text)
-        check_trainable(text, self.model.cfg.context)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
+        check_trainable(len(ids), self.model.cfg.context)
+        check_fits_in_memory(self.model.cfg, tc.batch_size)
         self.train_ids, self.val_ids = split_ids(ids)
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
-        if resume_from is not None and loaded.meta.get("train_config", {}).get("optimizer", "adamw") == tc.optimizer:
-            ckpt.load_optimizer_state(resume_from, self.model, self.optimizer)
+        self.optimizer_restored = resume_from is not None and \
+            loaded.meta["train_config"].get("optimizer", "adamw") == tc.optimizer and \
+            ckpt.load_optimizer_state(resume_from, self.model, self.optimizer, self.start_step - 1)
         self.sample_gen = torch.Generator().manual_seed(tc.seed + 1)
         self.corpus_description = corpus_description
         self.step = self.start_step - 1
@@ -306,7 +339,10 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         out = self.model.stream(torch.tensor([ids]), n_chars, temperature=temperature, generator=self.sample_gen)
-        text = prompt + self.tokenizer.decode(out)
+        try:
+            text = prompt + self.tokenizer.decode(out)
+        except NonFiniteLogits:
+            raise Diverged(f"the outputs became NaN or infinite by step {self.step}") from None
         self.model.train(was_training)
         return text
 
@@ -315,11 +351,26 @@ class Trainer:
                 "corpus": self.corpus_description, "wall_time": wall_time, "final_val_loss": self.final_val,
                 "params": self.model.num_params()}
 
+    def check_weights(self) -> None:
+        """Raise Diverged if an update left a NaN or infinity in the weights (before sampling or saving them)."""
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise Diverged(f"weights became NaN or infinite by step {self.step}")
+
+    def diverged_message(self, error: Diverged) -> str:
+        """Say what blew up, what was kept, and what to try; mark the kept checkpoint as diverged."""
+        kept = last_checkpoint_step(self.out_dir) if self.out_dir is not None else None
+        if kept is None:
+            saved = "No checkpoint had been saved yet, so nothing was written."
+        else:
+            saved = f"The last good checkpoint (step {kept:,}) is kept in {self.out_dir}."
+            ckpt.update_meta(self.out_dir, status="diverged", message=f"diverged: {error}")
+        return (f"Training diverged: {error}. {saved} "
+                "Try a smaller learning rate, warmup, gradient clipping or less weight decay.")
+
     def save(self, status: str, wall_time: float) -> None:
         if self.out_dir is None:
             return
-        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise Diverged(f"weights became NaN or infinite by step {self.step}; {KEPT}")
+        self.check_weights()
         ckpt.save_checkpoint(self.out_dir, self.model, self.tokenizer, self.meta(status, wall_time), self.optimizer)
 
     def run(self, on_event: Event | None = None, control: TrainControl | None = None,
@@ -350,8 +401,10 @@ class Trainer:
                 if step % tc.eval_every == 0 or step == tc.steps:
                     self._eval(step, loss, emit)
                 if tc.sample_every and step % tc.sample_every == 0 and step < tc.steps:
+                    self.check_weights()
                     emit("sample", {"step": step, "text": self.sample(tc.sample_chars)})
                 if tc.snapshot_every and step % tc.snapshot_every == 0 and self.out_dir is not None:
+                    self.check_weights()
                     ckpt.save_snapshot(self.out_dir, model, self.tokenizer, step)
                 if tc.checkpoint_every and step % tc.checkpoint_every == 0 and step < tc.steps:
                     self.save("running", wall())
@@ -362,6 +415,7 @@ class Trainer:
             self.final_val = evaluate(model, self.val_ids)
             self.history["final_val"] = self.final_val
             emit("final_eval", {"step": self.step, "val": self.final_val})
+        self.check_weights()
         emit("sample", {"step": self.step, "text": self.sample(tc.sample_chars)})
         self.save(status, wall())
         emit("done", {"step": self.step, "status": status, "wall_time": wall()})
@@ -372,7 +426,7 @@ class Trainer:
         x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream)
         loss = shard_grads(x, y)
         if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {step}; {KEPT}")
+            raise Diverged(f"loss became {loss.item()} at step {step}")
         if after_backward is not None:
             after_backward(self)
         if self.tc.grad_clip:
@@ -394,11 +448,16 @@ class Trainer:
     def _eval(self, step, loss, emit):
         val = estimate_loss(self.model, self.val_ids, self.tc.batch_size, self.tc.eval_batches, self.stream)
         if not math.isfinite(val):
-            raise Diverged(f"validation loss became {val} at step {step}; {KEPT}")
+            raise Diverged(f"validation loss became {val} at step {step}")
         self.history["eval_step"].append(step)
         self.history["eval_train"].append(loss)
         self.history["eval_val"].append(val)
         emit("eval", {"step": step, "train": loss, "val": val})
+
+
+def last_checkpoint_step(directory: Path) -> int | None:
+    meta = ckpt.read_meta(directory)
+    return int(meta["step"]) if (Path(directory) / "model.safetensors").is_file() and "step" in meta else None
 
 
 def new_history() -> dict:

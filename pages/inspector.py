@@ -136,7 +136,8 @@ with predictions_tab:
     st.subheader("Next-character distribution")
     position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
                                 key=f"inspect-position-{T}")
-    k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk")
+    # (a slider needs min < max: a one-character vocabulary has a single prediction to show)
+    k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk") if cfg.vocab_size > 1 else 1
     top = ins.top_predictions(run.logits, tokenizer, position, k)
     context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
     plot(figs.prediction_bars(top, f"After …{''.join(context_tail)}"), "inspect-predictions",
@@ -159,7 +160,8 @@ with predictions_tab:
 
     st.subheader("Generate from this text")
     c1, c2, c3, c4 = st.columns(4)
-    temperature = c1.slider("Temperature", 0.1, 2.0, 0.8, 0.05, key="inspect-temperature")
+    temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature",
+                            help="0 = always the most likely character; above 1, flatter and more surprising")
     top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk")
     seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed")
     n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from gptcore import checkpoint as ckpt
 from gptcore.config import GPTConfig
@@ -92,3 +92,68 @@ def test_snapshots_are_listed_in_step_order(saved):
         ckpt.save_snapshot(directory, model, tok, step)
     assert [s for s, _ in ckpt.list_snapshots(directory)] == [5, 20, 100]
     assert ckpt.load_weights(ckpt.list_snapshots(directory)[0][1])[2] == 5
+
+
+def rewrite_weights(directory, tensors, **config_changes):
+    """Save tensors as directory's weights with a valid gptcore header (config changed as asked)."""
+    loaded = ckpt.load_checkpoint(directory)
+    meta = {"format": ckpt.FORMAT, "step": "7", "tokenizer": json.dumps(loaded.tokenizer.to_dict()),
+            "config": json.dumps({**loaded.model.cfg.to_dict(), **config_changes})}
+    save_file(tensors, str(directory / "model.safetensors"), metadata=meta)
+
+
+def test_a_tiny_file_describing_a_huge_model_is_refused_before_any_memory_is_allocated(saved):
+    directory, model = saved
+    rewrite_weights(directory, {"x": torch.zeros(1)}, d_model=4096, n_layer=64, n_head=64, d_ff=16384)
+    with pytest.raises(ckpt.CheckpointError, match=r"would have 17,\d{3},\d{3},\d{3} parameters .* the limit is "
+                                                    r"100,000,000"):
+        ckpt.load_checkpoint(directory)
+
+
+@pytest.mark.parametrize("spoil, message", [(lambda t: t.long(), "holds torch.int64 values, not floating-point"),
+                                            (lambda t: t.bool(), "holds torch.bool values"),
+                                            (lambda t: t.clone().fill_(float("nan")), "contains NaN or infinite")])
+def test_weights_of_the_wrong_kind_or_not_finite_are_refused(saved, spoil, message):
+    directory, model = saved
+    tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
+    tensors["head.weight"] = spoil(tensors["head.weight"]).contiguous()
+    rewrite_weights(directory, tensors)
+    with pytest.raises(ckpt.CheckpointError, match=f"head.weight {message}"):
+        ckpt.load_checkpoint(directory)
+
+
+def test_optimizer_state_of_the_wrong_shape_is_refused_and_one_from_another_step_is_skipped(tmp_path):
+    from gptcore.train import TrainConfig, Trainer
+
+    text = "the cat sat on the mat. " * 200
+    tiny = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
+    run = tmp_path / "r"
+    Trainer(tiny, TrainConfig(steps=3, batch_size=4, final_eval=False), text, out_dir=run).run()
+    resume = lambda: Trainer(None, TrainConfig(steps=5, batch_size=4), text, out_dir=run, resume_from=run)  # noqa: E731
+    assert resume().optimizer_restored
+    state = load_file(str(run / "optimizer.safetensors"))
+    save_file(state, str(run / "optimizer.safetensors"), {"step": "2"})  # as if an interrupted save left step 2's
+    assert not resume().optimizer_restored
+    state["head.weight::exp_avg"] = torch.zeros(5)
+    save_file(state, str(run / "optimizer.safetensors"), {"step": "3"})
+    with pytest.raises(ckpt.CheckpointError, match="head.weight::exp_avg has 5 torch.float32 values; "
+                                                   "head.weight needs 176 floats"):
+        resume()
+
+
+@pytest.mark.parametrize("meta", [None, {"step": 3}, {"train_config": [], "history": {}},
+                                  {"train_config": {}, "history": 5}])
+def test_a_run_without_readable_settings_and_history_cannot_be_continued(tmp_path, meta):
+    from gptcore.train import TrainConfig, Trainer
+
+    text = "the cat sat on the mat. " * 200
+    run = tmp_path / "r"
+    Trainer(GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16),
+            TrainConfig(steps=2, batch_size=4, final_eval=False), text, out_dir=run).run()
+    if meta is None:
+        (run / "meta.json").unlink()
+    else:
+        (run / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ckpt.CheckpointError, match="meta.json is missing or damaged: .* cannot be continued"):
+        Trainer(None, TrainConfig(steps=5, batch_size=4), text, out_dir=run, resume_from=run)
+    assert ckpt.load_checkpoint(run).meta["step"] == 2  # still inspectable

@@ -48,9 +48,9 @@ def test_missing_and_oversized_files_are_refused_before_reading(tmp_path):
 
 
 def test_a_corpus_too_short_for_the_context_is_refused():
-    with pytest.raises(CorpusError, match="corpus has 100 characters; context 128 needs at least 1,300"):
-        check_trainable("x" * 100, 128)
-    check_trainable("x" * 1300, 128)
+    with pytest.raises(CorpusError, match="corpus has 100 usable characters; context 128 needs at least 1,300"):
+        check_trainable(100, 128)
+    check_trainable(1300, 128)
 
 
 def test_load_corpus_truncates_like_the_tutorial(tmp_path):
@@ -108,3 +108,43 @@ def test_failed_download_is_a_clear_error_and_leaves_no_partial_file(http_server
     with pytest.raises(CorpusError, match="could not download .*missing.txt"):
         download_tinystories_valid(f"{http_server}/missing.txt", tmp_path / "cache")
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_only_the_wanted_prefix_of_a_file_over_the_byte_limit_is_read(tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text("a" + "é" * 2999)  # 5,999 bytes: "é" takes two
+    with pytest.raises(CorpusError, match="5,999 bytes, over the limit of 5,000"):
+        read_corpus_file(big, max_bytes=5000)
+    # 4 bytes per wanted character are read: 4,000 bytes end inside an "é", which is dropped, not an error
+    assert read_corpus_file(big, max_bytes=5000, max_chars=1000) == "a" + "é" * 1999
+    assert load_corpus(str(big), max_chars=700, max_bytes=5000).text == "a" + "é" * 699
+
+
+def test_an_invalid_byte_inside_a_prefix_is_still_an_error(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"abc\xffdef" * 100)
+    with pytest.raises(CorpusError, match="not UTF-8 text .*offset 3"):
+        read_corpus_file(bad, max_chars=10)
+
+
+def test_utf16_unreadable_files_and_nonpositive_sizes_get_clear_messages(tmp_path, monkeypatch):
+    utf16 = tmp_path / "u16.txt"
+    utf16.write_text("hello world", encoding="utf-16")
+    with pytest.raises(CorpusError, match="is UTF-16 text; save it as UTF-8"):
+        read_corpus_file(utf16)
+    locked = tmp_path / "locked.txt"
+    locked.write_text("hello")
+    real_open = open
+
+    def deny(path, *args, **kw):
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kw)
+    monkeypatch.setattr("builtins.open", deny)
+    with pytest.raises(CorpusError, match=f"cannot read {locked}: Permission denied"):
+        read_corpus_file(locked)
+    monkeypatch.undo()
+    for kw, name in (({"max_chars": 0}, "max_chars"), ({"max_chars": -100}, "max_chars"),
+                     ({"builtin_chars": 0}, "builtin_chars")):
+        with pytest.raises(CorpusError, match=f"{name} must be at least 1"):
+            load_corpus("builtin", **kw)

@@ -86,6 +86,33 @@ def test_generation_runs_past_the_context_window():
     assert out.shape == (1, 101)
 
 
+def test_temperature_zero_and_vanishing_temperatures_pick_the_most_likely_token():
+    m = model(context=16).eval()
+    prompt = torch.randint(74, (1, 4))
+    greedy, seq = list(m.stream(prompt, 6, temperature=0)), prompt
+    for token in greedy:
+        assert token == int(m(seq)[0][0, -1].argmax())
+        seq = torch.cat([seq, torch.tensor([[token]])], 1)
+    assert list(m.stream(prompt, 6, temperature=1e-45, generator=torch.Generator().manual_seed(1))) == greedy
+
+
+@pytest.mark.parametrize("kw, message", [({"temperature": float("nan")}, "temperature must be a finite number"),
+                                         ({"temperature": -1.0}, "temperature must be"),
+                                         ({"top_k": 0}, "top_k must be a whole number, 1 or more"),
+                                         ({"top_k": -2}, "top_k must be")])
+def test_bad_sampling_settings_are_refused_before_anything_is_generated(kw, message):
+    with pytest.raises(ValueError, match=message):
+        model().stream(torch.zeros(1, 1, dtype=torch.long), 5, **kw)  # raised by the call, not the first next()
+
+
+def test_sampling_from_broken_weights_says_so():
+    m = model(context=16).eval()
+    with torch.no_grad():
+        m.head.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="outputs are NaN or infinite: its weights are broken"):
+        list(m.stream(torch.zeros(1, 1, dtype=torch.long), 3))
+
+
 def test_too_long_input_is_refused_with_the_context_named():
     with pytest.raises(ValueError, match="exceed the model's context of 128"):
         model()(torch.zeros(1, 129, dtype=torch.long))

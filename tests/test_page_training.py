@@ -173,18 +173,22 @@ def test_bad_corpus_files_get_a_clear_message(tmp_path, content, message):
 def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
     huge = tmp_path / "huge.txt"
     with open(huge, "wb") as f:
-        f.truncate(65 * 1024 * 1024)  # sparse file: refused from its size, never read
+        f.write(b"Once upon a time, Lucy had a cat. " * 100)
+        f.truncate(65 * 1024 * 1024)  # sparse file: only its beginning is ever read
     at = page()
     at.radio(key="tr_source").set_value("file").run()
+    at.number_input(key="tr_max_chars").set_value(0).run()  # all of it: refused from its size
     at.text_input(key="tr_path").set_value(str(huge)).run()
     assert "over the limit of 67,108,864 bytes" in at.error[0].value
+    at.number_input(key="tr_max_chars").set_value(500).run()  # its first 500 characters: read and used
+    assert not at.error and "500 characters" in " ".join(texts(at.caption))
 
     at.radio(key="tr_source").set_value("upload").run()
     at.file_uploader(key="tr_upload").upload("short.txt", b"Once upon a time, Lucy had a cat.", "text/plain")
     at.run()
     assert not at.error and "33 characters" in " ".join(texts(at.caption))
     at = start(at, "short")
-    assert "corpus has 33 characters; context 16 needs at least 180" in at.error[0].value
+    assert "corpus has 33 usable characters; context 16 needs at least 180" in at.error[0].value
     assert job_registry().latest("train") is None
 
 

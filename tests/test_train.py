@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from gptcore import checkpoint as ckpt
-from gptcore.config import GPTConfig
+from gptcore import train
+from gptcore.config import ConfigError, GPTConfig
+from gptcore.data import CorpusError
 from gptcore.train import (CORES, Diverged, ShardedGrads, TrainConfig, TrainConfigError, TrainControl, Trainer,
                            build_model, evaluate, lr_at)
 
@@ -64,10 +66,55 @@ def test_stop_ends_the_run_and_still_saves(tmp_path):
 def test_diverging_loss_raises_and_keeps_the_last_good_checkpoint(tmp_path):
     tc = TrainConfig(steps=200, batch_size=4, lr=1000.0, checkpoint_every=1, final_eval=False, eval_every=1000)
     trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "nan")
-    with pytest.raises(Diverged, match="last good checkpoint was kept"):
+    with pytest.raises(Diverged, match="became") as caught:
         trainer.run()
     loaded = ckpt.load_checkpoint(tmp_path / "nan")
     assert all(torch.isfinite(p).all() for p in loaded.model.parameters())
+    message = trainer.diverged_message(caught.value)
+    assert f"The last good checkpoint (step {loaded.meta['step']:,}) is kept in {tmp_path / 'nan'}" in message
+    assert ckpt.read_meta(tmp_path / "nan")["status"] == "diverged"
+
+
+def test_a_run_diverging_before_any_checkpoint_samples_and_snapshots_nothing_broken(tmp_path):
+    """Samples and snapshots come after the update: NaN weights must stop the run before either is taken."""
+    tc = TrainConfig(steps=200, batch_size=4, lr=1e4, sample_every=1, snapshot_every=1, final_eval=False,
+                     eval_every=1000)
+    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "nan")
+    with pytest.raises(Diverged, match="became") as caught:
+        trainer.run()
+    for _, path in ckpt.list_snapshots(tmp_path / "nan"):
+        ckpt.load_weights(path)  # a NaN snapshot would raise CheckpointError
+    assert not (tmp_path / "nan" / "model.safetensors").exists()
+    assert "No checkpoint had been saved yet, so nothing was written." in trainer.diverged_message(caught.value)
+
+
+def test_a_model_over_the_parameter_cap_is_refused_before_it_is_built():
+    huge = GPTConfig(d_model=4096, n_layer=64, n_head=64, d_ff=16384)
+    with pytest.raises(ConfigError, match=r"17,\d{3},\d{3},\d{3} parameters \(68\.\d GB of weights\); the limit"):
+        build_model(huge, 0)
+
+
+def test_a_step_that_would_not_fit_in_memory_is_refused(monkeypatch):
+    monkeypatch.setattr(train, "physical_memory", lambda: 24 * 2**30)
+    with pytest.raises(TrainConfigError, match=r"one training step would need about 27\.7 GB \(batch 4096 × "
+                                               r"context 128, d_model 128, 4 layers\) and this machine has 25\.8 GB"):
+        Trainer(GPTConfig(), TrainConfig(batch_size=4096), TEXT)
+    assert train.step_memory_bytes(GPTConfig(), 32) < 300e6  # the tutorial's step: ~0.2 GB, far under any cap
+
+
+def test_a_corpus_of_one_character_is_refused():
+    with pytest.raises(CorpusError, match=r"the corpus uses a single character \('a'\): there is nothing to predict"):
+        Trainer(TINY, TrainConfig(), "a" * 5000)
+
+
+def test_continuing_needs_more_steps_and_counts_only_characters_the_model_knows(tmp_path):
+    run = tmp_path / "r"
+    Trainer(TINY, TrainConfig(steps=3, batch_size=4, final_eval=False), TEXT, out_dir=run).run()
+    with pytest.raises(TrainConfigError, match="the run is already at step 3: set steps higher to continue it"):
+        Trainer(None, TrainConfig(steps=3, batch_size=4), TEXT, out_dir=run, resume_from=run)
+    unknown_mostly = "QQQQQQQQQQ" * 1000 + "the"  # 10,003 characters, 3 of them in the vocabulary
+    with pytest.raises(CorpusError, match="corpus has 3 usable characters; context 32 needs at least 340"):
+        Trainer(None, TrainConfig(steps=5, batch_size=4), unknown_mostly, out_dir=run, resume_from=run)
 
 
 @pytest.mark.parametrize("bad, message", [({"lr": -1}, "lr must be"), ({"steps": -1}, "steps must be an integer"),
