@@ -30,6 +30,8 @@ from .model import GPT, check_buildable, meta_model
 FORMAT = "gptcore-checkpoint-1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_ROOT = Path(os.environ.get("GPTCORE_CHECKPOINTS", PROJECT_ROOT / "checkpoints"))
+UMASK = os.umask(0o022)
+os.umask(UMASK)  # reading the umask means setting it: put it back at once
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -71,6 +73,9 @@ def _atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would hide the file from other users of the server
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # on disk before the rename makes it the file: a crash leaves old or new
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -205,3 +205,6 @@ def main(argv=None) -> int:
     except (CorpusError, ConfigError, TrainConfigError, ckpt.CheckpointError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C during training, or one before it started: files are written atomically
+        print("\ninterrupted: nothing after the last saved checkpoint was kept", file=sys.stderr)
+        return 130

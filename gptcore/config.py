@@ -59,6 +59,13 @@ class GPTConfig:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
         if self.position == "rope" and self.d_head % 2:
             raise ConfigError(f"RoPE rotates channel pairs, so d_head ({self.d_head}) must be even")
+        for name in ("scale_attention", "causal"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("rope_theta", "norm_eps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if not self.rope_theta > 1:
             raise ConfigError(f"rope_theta must be greater than 1, got {self.rope_theta!r}")
         if not 0 < self.norm_eps < 1:

@@ -33,6 +33,14 @@ def test_no_temporary_files_are_left_behind(saved):
     assert sorted(p.name for p in directory.iterdir()) == ["config.json", "meta.json", "model.safetensors"]
 
 
+def test_files_are_written_with_the_umask_like_any_other_file(saved, tmp_path):
+    directory, _ = saved
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    for path in directory.iterdir():
+        assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777, path.name
+
+
 def test_corrupt_weights_are_a_clear_error(saved):
     directory, _ = saved
     (directory / "model.safetensors").write_bytes(b"\x00garbage" * 10)

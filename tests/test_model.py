@@ -135,6 +135,9 @@ def test_rope_scores_depend_only_on_the_offset():
     ({"norm": "batch"}, "norm must be one of rms, layer"),
     ({"n_layer": 0}, "n_layer must be an integer from 1"),
     ({"d_model": 10**7}, "d_model must be an integer from 1 to 4,096"),
+    ({"scale_attention": "no"}, "scale_attention must be true or false, got 'no'"),
+    ({"rope_theta": float("inf")}, "rope_theta must be a finite number, got inf"),
+    ({"norm_eps": "1e-5"}, "norm_eps must be a finite number, got '1e-5'"),
 ])
 def test_bad_configs_get_clear_messages(bad, message):
     with pytest.raises(ConfigError, match=message):
