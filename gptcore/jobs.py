@@ -40,6 +40,15 @@ def yield_to_the_ui() -> None:
 class JobRefused(RuntimeError):
     """A job could not start because another one is active."""
 
+    @classmethod
+    def blocked_by(cls, busy: "Job") -> "JobRefused":
+        state = busy.state
+        if state.status == "paused":
+            return cls(f"'{state.name}' ({state.kind}) is paused, not finished; stop it, or resume it and wait "
+                       "for it to finish, before starting another job.")
+        return cls(f"'{state.name}' ({state.kind}) is already running; "
+                   "stop it or wait for it to finish before starting another job.")
+
 
 @dataclass
 class JobState:
@@ -142,8 +151,7 @@ class JobRegistry:
         with self._lock:
             busy = next((j for j in self.jobs.values() if j.state.active), None)
             if busy is not None:
-                raise JobRefused(f"'{busy.state.name}' ({busy.state.kind}) is already running; "
-                                 "stop it or wait for it to finish before starting another job.")
+                raise JobRefused.blocked_by(busy)
             job = Job(name, kind, fn, threads)
             self.jobs[name] = job
         return job.start()

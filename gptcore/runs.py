@@ -219,8 +219,7 @@ def refuse_if_busy(registry: JobRegistry) -> None:
     """Raise JobRefused before any expensive set-up if a job is already running."""
     job = registry.active()
     if job is not None:
-        raise JobRefused(f"'{job.state.name}' ({job.state.kind}) is already running; "
-                         "stop it or wait for it to finish before starting another job.")
+        raise JobRefused.blocked_by(job)
 
 
 # ---------------------------------------------------------------- runs on disk
@@ -335,12 +334,13 @@ def zip_run(path: Path) -> bytes:
     return buffer.getvalue()
 
 
-def suggest_name(base: str, root: Path | None = None) -> str:
-    """base-1, base-2, ...: the first name not taken under root."""
+def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
+    """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's whose folder
+    does not exist yet: a run writes it at its first checkpoint)."""
     root = Path(root or ckpt.CHECKPOINT_ROOT)
     base = ckpt.safe_name(base)
     n = 1
-    while (root / f"{base}-{n}").exists():
+    while (root / f"{base}-{n}").exists() or f"{base}-{n}" in taken:
         n += 1
     return f"{base}-{n}"
 

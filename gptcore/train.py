@@ -313,12 +313,13 @@ class Trainer:
             if self.tokenizer.vocab_size < 2:
                 raise CorpusError(f"the corpus uses a single character ({text[:1]!r}): there is nothing to predict")
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
+            check_fits_in_memory(model_cfg, tc.batch_size)  # before the weights exist
             self.model, self.stream = build_model(model_cfg, tc.seed)
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
         self.unknown = self.tokenizer.unknown(text)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
         check_trainable(len(ids), self.model.cfg.context)
-        check_fits_in_memory(self.model.cfg, tc.batch_size)
+        check_fits_in_memory(self.model.cfg, tc.batch_size)  # a resumed run may ask for a larger batch
         self.train_ids, self.val_ids = split_ids(ids)
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.

@@ -2,7 +2,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 import streamlit as st
 
-from gptcore.config import CHOICES, ConfigError, GPTConfig, swiglu_hidden
+from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
 from gptcore.model import GPT, Attention, Block
 from gptcore.ui import quiz, show_source
@@ -59,23 +59,25 @@ are the tutorial's model: 74 characters, *d_model* = 128, 4 layers, 4 heads, *d_
 
 # --- config ----------------------------------------------------------------------------------------------
 st.header("1 · Pick a model")
-c1, c2, c3, c4, c5 = st.columns(5)
-vocab = c1.number_input("vocab size", 1, 100_000, TUTORIAL.vocab_size, key="gpt-vocab")
-d_model = c2.number_input("d_model", 1, 4096, TUTORIAL.d_model, step=8, key="gpt-d")
-n_layer = c3.slider("n_layer", 1, 32, TUTORIAL.n_layer, key="gpt-layers")
-n_head = c4.number_input("n_head", 1, 64, TUTORIAL.n_head, key="gpt-heads")
-auto_ff = c5.toggle("d_ff = 8/3·d (×8)", value=True, key="gpt-auto-ff")
-d_ff = c5.number_input("d_ff", 1, 16384, TUTORIAL.d_ff, key="gpt-ff", disabled=auto_ff)
-c1, c2, c3, c4, c5 = st.columns(5)
-norm = c1.selectbox("norm", CHOICES["norm"], format_func=LABELS.get, key="gpt-norm")
-placement = c2.selectbox("placement", CHOICES["norm_placement"], format_func=LABELS.get, key="gpt-placement")
-position = c3.selectbox("positions", CHOICES["position"], format_func=LABELS.get, key="gpt-position")
-ffn_kind = c4.selectbox("FFN", CHOICES["ffn"], format_func=LABELS.get, key="gpt-ffn")
-context = c5.number_input("context", 1, 8192, TUTORIAL.context, key="gpt-context")
+top, bottom = st.columns(5), st.columns(5)
+vocab = top[0].number_input("vocab size", 1, 100_000, TUTORIAL.vocab_size, key="gpt-vocab")
+d_model = top[1].number_input("d_model", 1, 4096, TUTORIAL.d_model, step=8, key="gpt-d")
+n_layer = top[2].slider("n_layer", 1, 32, TUTORIAL.n_layer, key="gpt-layers")
+n_head = top[3].number_input("n_head", 1, 64, TUTORIAL.n_head, key="gpt-heads")
+norm = bottom[0].selectbox("norm", CHOICES["norm"], format_func=LABELS.get, key="gpt-norm")
+placement = bottom[1].selectbox("placement", CHOICES["norm_placement"], format_func=LABELS.get, key="gpt-placement")
+position = bottom[2].selectbox("positions", CHOICES["position"], format_func=LABELS.get, key="gpt-position")
+ffn_kind = bottom[3].selectbox("FFN", CHOICES["ffn"], format_func=LABELS.get, key="gpt-ffn")
+context = bottom[4].number_input("context", 1, 8192, TUTORIAL.context, key="gpt-context")
+# d_ff comes last although it sits in the top row: its automatic width depends on the FFN picked below it
+auto_ff = top[4].toggle("d_ff = 8/3·d (×8)" if ffn_kind == "swiglu" else "d_ff = 4·d", value=True, key="gpt-auto-ff")
+if auto_ff:  # so the greyed-out field shows the width in use
+    st.session_state["gpt-ff"] = anatomy.default_d_ff(int(d_model), ffn_kind)
+d_ff = top[4].number_input("d_ff", 1, 16384, key="gpt-ff", disabled=auto_ff)
 try:
     cfg = GPTConfig(vocab_size=int(vocab), d_model=int(d_model), n_layer=n_layer, n_head=int(n_head),
-                    d_ff=swiglu_hidden(int(d_model)) if auto_ff else int(d_ff), context=int(context), norm=norm,
-                    norm_placement=placement, position=position, ffn=ffn_kind)
+                    d_ff=int(d_ff), context=int(context), norm=norm, norm_placement=placement, position=position,
+                    ffn=ffn_kind)
 except ConfigError as e:
     st.error(f"That model cannot be built: {e}")
     cfg = None

@@ -44,11 +44,14 @@ st.header("1 · SiLU next to ReLU and GELU")
 shown = st.multiselect("Activations", list(COLORS), default=list(COLORS), key="ffn-acts")
 zoom = st.select_slider("Range of z", [1.0, 2.0, 5.0, 10.0], value=5.0, key="ffn-range")
 curves = activation_curves(-zoom, zoom)
-fig = go.Figure()
-for name in shown:
-    fig.add_scatter(x=curves["z"], y=curves[name], name=name, mode="lines", line_color=COLORS[name])
-fig.update_layout(height=330, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="z", yaxis_title="activation")
-st.plotly_chart(fig, key="ffn-curves")
+if shown:
+    fig = go.Figure()
+    for name in shown:
+        fig.add_scatter(x=curves["z"], y=curves[name], name=name, mode="lines", line_color=COLORS[name])
+    fig.update_layout(height=330, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="z", yaxis_title="activation")
+    st.plotly_chart(fig, key="ffn-curves")
+else:
+    st.info("Pick at least one activation to plot.")
 low = curves.loc[curves["SiLU"].idxmin()]
 st.markdown(
     f"""

@@ -9,13 +9,7 @@ PATCH_COLORS = {"no patch": "#7f7f7f", "QK-norm": "#1f77b4", "soft-cap": "#d6272
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 
 stability_curves = st.cache_data(hp.stability_curves)
-
-
-def human(n: float, unit: str = "") -> str:
-    for size, suffix in ((1e12, " T"), (1e9, " B"), (1e6, " M"), (1e3, " k")):
-        if abs(n) >= size:
-            return f"{n / size:.2f}{suffix}{unit}"
-    return f"{n:,.0f}{' ' + unit if unit else ''}"
+MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]  # stacked in the bar chart
 
 
 st.title("Choosing hyperparameters")
@@ -58,7 +52,10 @@ def load_preset():
 if "hp-d_model" not in st.session_state:
     st.session_state["hp-preset"] = "LLaMA-2-7B"
     load_preset()
-st.selectbox("Start from", list(hp.PUBLISHED), key="hp-preset", on_change=load_preset)
+left, right = st.columns([4, 1], vertical_alignment="bottom")
+left.selectbox("Start from", list(hp.PUBLISHED), key="hp-preset", on_change=load_preset)
+right.button("Reset to preset", on_click=load_preset, key="hp-reset", width="stretch",
+             help="Picking the selected preset again changes nothing; this restores its values.")
 columns = st.columns(6)
 values = {name: int(col.number_input(name, 1, 10_000_000, key=f"hp-{name}"))
           for name, col in zip(SHAPE_FIELDS, columns)}
@@ -74,12 +71,13 @@ else:
     params = hp.total_parameters(shape)
     flops = hp.flops_per_token(shape)
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("parameters", human(params), help=f"{params:,}")
-    m2.metric("training FLOPs / token", human(flops["training total"]), help=f"{flops['training total']:,}")
-    m3.metric("inference FLOPs / token", human(flops["inference total"]), help=f"{flops['inference total']:,}")
+    m1.metric("parameters", hp.human_count(params), help=f"{params:,}")
+    m2.metric("training FLOPs / token", hp.human_count(flops["training total"]),
+              help=f"{flops['training total']:,}")
+    m3.metric("inference FLOPs / token", hp.human_count(flops["inference total"]),
+              help=f"{flops['inference total']:,}")
     memory = hp.memory_table(params)
-    gb = memory.loc[0, "training total"]
-    m4.metric("fp32 AdamW training memory", f"{gb:,.0f} GB" if gb >= 10 else f"{gb:.3g} GB")
+    m4.metric("fp32 AdamW training memory", hp.human_bytes(memory.loc[0, "training total"] * 1e9))
     left, right = st.columns([2, 3])
     left.markdown("**Against the rules of thumb**")
     left.dataframe(hp.consensus_check(shape), hide_index=True, key="hp-check")
@@ -91,15 +89,14 @@ N = {flops['N (matmul parameters)']:,} (embedding lookups are free; the head cou
 Training ≈ 3 × forward (backward costs twice the forward): **6N** + {flops['training: attention']:,}.
 """
     )
-    st.dataframe(memory.style.format(
-        {c: "{:,.3f}" for c in ["weights", "gradients", "AdamW m + v", "master weights", "training total",
-                                "inference (weights only)"]}), hide_index=True, key="hp-memory")
+    st.dataframe(memory.style.format(dict.fromkeys(MEMORY_PARTS + ["training total"], hp.format_gb)),
+                 hide_index=True, width="stretch", key="hp-memory")
     st.caption("GB (10⁹ bytes). *bf16 mixed* keeps bf16 weights and gradients for the matmuls plus an fp32 master "
-               "copy of the weights and fp32 AdamW moments (two per weight). Activations and the KV cache come on top.")
+               "copy of the weights and fp32 AdamW moments (two per weight). Inference needs the weights alone; "
+               "activations and the KV cache come on top.")
     fig = make_subplots(rows=1, cols=2, subplot_titles=["Training memory (GB)", "Training FLOPs per token vs context"],
                         horizontal_spacing=0.12)
-    for part, color in zip(["weights", "gradients", "AdamW m + v", "master weights"],
-                           ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]):
+    for part, color in zip(MEMORY_PARTS, ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]):
         fig.add_bar(x=memory["precision"], y=memory[part], name=part, marker_color=color, row=1, col=1)
     contexts = [2 ** k for k in range(7, 18)]
     curve = hp.flops_vs_context(shape, contexts)

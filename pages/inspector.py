@@ -11,6 +11,11 @@ from gptcore.model import GPT
 from gptcore.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
+CLEAR_SCORE = 0.3  # a head finder score below this is not called a role: uniform attention over 100 keys gives 0.01
+SCORE_SOURCES = ["the text above", "random characters, repeated"]
+KEPT_SETTINGS = {"inspect-head", "inspect-score-source", "inspect-topk", "inspect-temperature", "inspect-gen-topk",
+                 "inspect-seed", "inspect-gen-chars"}
+KEPT_PER_TEXT = ("inspect-query-", "inspect-position-", "inspect-step-")  # keys that end in a length or a name
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading weights…")
@@ -90,143 +95,166 @@ def position_label(i: int) -> str:
     return f"{i} '{labels[i]}'"
 
 
+# The tabs are lazy: only the open one runs, which keeps a click on this page quick. Streamlit forgets a widget
+# that was not drawn in the last run, so the settings of the closed tabs are kept by assigning them to themselves.
+for key in [k for k in st.session_state if k in KEPT_SETTINGS or str(k).startswith(KEPT_PER_TEXT)]:
+    st.session_state[key] = st.session_state[key]
+if st.session_state.get("inspect-head") not in heads:  # (first visit, or a checkpoint with fewer heads)
+    st.session_state["inspect-head"] = heads[0]
+chosen = st.session_state["inspect-head"]
+layer, head = divmod(heads.index(chosen), cfg.n_head)
+source = st.session_state.setdefault("inspect-score-source", SCORE_SOURCES[0])
+
+
+def scored_run() -> ins.Inspection:
+    """What the head finder scores: the text above, or random characters typed twice."""
+    if source == SCORE_SOURCES[0]:
+        return run
+    return ins.inspect_text(model, tokenizer, ins.repeated_random_text(tokenizer, cfg.context // 2))
+
+
 attention_tab, predictions_tab, finder_tab, training_tab = st.tabs(
-    ["Attention", "Predictions", "Head finder", "Over training"])
+    ["Attention", "Predictions", "Head finder", "Over training"], key="inspect-tab", on_change="rerun")
 
-with attention_tab:
-    st.markdown("Row *q* of a pattern is how query position *q* splits its attention over positions 0…*q*; "
-                "every row sums to 1 and the causal mask keeps everything right of the diagonal at 0.")
-    chosen = st.selectbox("Head to enlarge", heads, key="inspect-head")
-    layer, head = divmod(heads.index(chosen), cfg.n_head)
-    plot(figs.attention_grid(run.patterns, (layer, head)), "inspect-grid", f"attention-grid-{name}")
-    plot(figs.head_heatmap(run.patterns[layer, head], labels, f"{chosen}: attention pattern"),
-         "inspect-head-figure", f"attention-{chosen}-{name}")
+if attention_tab.open:  # lazy: only the open tab computes and ships its figures
+    with attention_tab:
+        st.markdown("Row *q* of a pattern is how query position *q* splits its attention over positions 0…*q*; "
+                    "every row sums to 1 and the causal mask keeps everything right of the diagonal at 0.")
+        st.selectbox("Head to enlarge", heads, key="inspect-head")
+        plot(figs.attention_grid(run.patterns, (layer, head)), "inspect-grid", f"attention-grid-{name}")
+        plot(figs.head_heatmap(run.patterns[layer, head], labels, f"{chosen}: attention pattern"),
+             "inspect-head-figure", f"attention-{chosen}-{name}")
 
-    show_source(ins.patterns_from_ids, GPT.run_with_cache)
+        show_source(ins.patterns_from_ids, GPT.run_with_cache)
 
-    st.subheader("What one position attends to")
-    query = st.select_slider("Query position", range(T), value=start_position, format_func=position_label,
-                             key=f"inspect-query-{T}")
-    weights = run.patterns[:, :, query, : query + 1]
-    rows = [(h, weights[layer, i]) for i, h in enumerate(heads[layer * cfg.n_head:(layer + 1) * cfg.n_head])]
-    rows += [(f"mean of layer {layer}", weights[layer].mean(0)), ("mean of all heads", weights.mean((0, 1)))]
-    st.caption(f"Shading is the weight relative to the row's largest (hover a character for the exact weight); "
-               f"the boxed character is the query, position {position_label(query)}.")
-    for row_name, row in rows:
-        shade = (row / row.max()).tolist()
+        st.subheader("What one position attends to")
+        query = st.select_slider("Query position", range(T), value=start_position, format_func=position_label,
+                                 key=f"inspect-query-{T}")
+        weights = run.patterns[:, :, query, : query + 1]
+        rows = [(h, weights[layer, i]) for i, h in enumerate(heads[layer * cfg.n_head:(layer + 1) * cfg.n_head])]
+        rows += [(f"mean of layer {layer}", weights[layer].mean(0)), ("mean of all heads", weights.mean((0, 1)))]
+        st.caption(f"Shading is the weight relative to the row's largest (hover a character for the exact weight); "
+                   f"the boxed character is the query, position {position_label(query)}.")
+        for row_name, row in rows:
+            shade = (row / row.max()).tolist()
 
-        def tip(i, row=row):
-            return f"position {i}: weight {float(row[i]):.3f}"
+            def tip(i, row=row):
+                return f"position {i}: weight {float(row[i]):.3f}"
 
-        left, right = st.columns([1, 9])
-        left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
-        right.html(ins.highlight_html(run.text[: query + 1], shade, "31, 119, 180", tip, mark=query))
+            left, right = st.columns([1, 9])
+            left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
+            right.html(ins.highlight_html(run.text[: query + 1], shade, "31, 119, 180", tip, mark=query))
 
-    st.subheader("Export the attention tensor")
-    st.caption(f"Shape (layers, heads, query, key) = {tuple(run.patterns.shape)}.")
-    csv_col, npy_col = st.columns(2)
-    csv_col.download_button("Attention as CSV", lambda: ins.patterns_csv(run.patterns, run.text),
-                            f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
-                            icon=":material/download:")
-    npy_col.download_button("Attention as NPY", lambda: ins.patterns_npy(run.patterns), f"attention-{name}.npy",
-                            "application/octet-stream", key="inspect-npy", on_click="ignore",
-                            icon=":material/download:")
+        st.subheader("Export the attention tensor")
+        st.caption(f"Shape (layers, heads, query, key) = {tuple(run.patterns.shape)}.")
+        csv_col, npy_col = st.columns(2)
+        csv_col.download_button("Attention as CSV", lambda: ins.patterns_csv(run.patterns, run.text),
+                                f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
+                                icon=":material/download:")
+        npy_col.download_button("Attention as NPY", lambda: ins.patterns_npy(run.patterns), f"attention-{name}.npy",
+                                "application/octet-stream", key="inspect-npy", on_click="ignore",
+                                icon=":material/download:")
 
-with predictions_tab:
-    st.subheader("Next-character distribution")
-    position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
-                                key=f"inspect-position-{T}")
-    # (a slider needs min < max: a one-character vocabulary has a single prediction to show)
-    k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk") if cfg.vocab_size > 1 else 1
-    top = ins.top_predictions(run.logits, tokenizer, position, k)
-    context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
-    plot(figs.prediction_bars(top, f"After …{''.join(context_tail)}"), "inspect-predictions",
-         f"predictions-{name}")
-    if position + 1 < T:
-        actual = int(run.ids[position + 1])
-        probs = ins.next_char_probs(run.logits, position)
-        rank = int((probs > probs[actual]).sum()) + 1
-        st.caption(f"The text continues with '{labels[position + 1]}': probability {float(probs[actual]):.3f}, "
-                   f"rank {rank} of {cfg.vocab_size}.")
+if predictions_tab.open:  # lazy: only the open tab computes and ships its figures
+    with predictions_tab:
+        st.subheader("Next-character distribution")
+        position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
+                                    key=f"inspect-position-{T}")
+        # (a slider needs min < max: a one-character vocabulary has a single prediction to show)
+        k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk") \
+            if cfg.vocab_size > 1 else 1
+        top = ins.top_predictions(run.logits, tokenizer, position, k)
+        context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
+        plot(figs.prediction_bars(top, f"After …{''.join(context_tail)}"), "inspect-predictions",
+             f"predictions-{name}")
+        if position + 1 < T:
+            actual = int(run.ids[position + 1])
+            probs = ins.next_char_probs(run.logits, position)
+            rank = int((probs > probs[actual]).sum()) + 1
+            st.caption(f"The text continues with '{labels[position + 1]}': probability {float(probs[actual]):.3f}, "
+                       f"rank {rank} of {cfg.vocab_size}.")
 
-    st.subheader("Where the model is surprised")
-    losses = ins.char_losses(run.logits, run.ids)
-    st.caption(f"Each character is shaded by its loss −log p (fully red at {LOSS_CAP:.0f} nats or more); the first "
-               f"has nothing before it. Mean loss over this text: {float(losses[1:].mean()):.3f} nats.")
-    st.html(ins.highlight_html(run.text, (losses / LOSS_CAP).tolist(), "230, 60, 50",
-                               lambda i: f"position {i}: loss {float(losses[i]):.2f} nats"))
-    with st.expander("Loss per character as a chart"):
-        plot(figs.loss_bars(losses, labels), "inspect-losses", f"losses-{name}")
+        st.subheader("Where the model is surprised")
+        losses = ins.char_losses(run.logits, run.ids)
+        st.caption(f"Each character is shaded by its loss −log p (fully red at {LOSS_CAP:.0f} nats or more); the first "
+                   f"has nothing before it. Mean loss over this text: {float(losses[1:].mean()):.3f} nats.")
+        st.html(ins.highlight_html(run.text, (losses / LOSS_CAP).tolist(), "230, 60, 50",
+                                   lambda i: f"position {i}: loss {float(losses[i]):.2f} nats"))
+        with st.expander("Loss per character as a chart"):
+            plot(figs.loss_bars(losses, labels), "inspect-losses", f"losses-{name}")
 
-    st.subheader("Generate from this text")
-    c1, c2, c3, c4 = st.columns(4)
-    temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature",
-                            help="0 = always the most likely character; above 1, flatter and more surprising")
-    top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk")
-    seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed")
-    n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars")
-    if st.button("Generate", key="inspect-generate", type="primary"):
-        st.session_state["inspect-generated"] = (text, ins.generate(
-            model, tokenizer, text, n_chars, temperature, top_k or None, seed))
-    generated = st.session_state.get("inspect-generated")
-    if generated and generated[0] == text:
-        prompt = tokenizer.decode(tokenizer.encode(text))
-        st.html(ins.highlight_html(prompt + generated[1], [0.0] * len(prompt) + [0.3] * len(generated[1]),
-                                   "44, 160, 44"))
-        st.caption("Green: generated. The model sees at most its last "
-                   f"{cfg.context} characters while it writes.")
+        st.subheader("Generate from this text")
+        c1, c2, c3, c4 = st.columns(4)
+        temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature",
+                                help="0 = always the most likely character; above 1, flatter and more surprising")
+        top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk")
+        seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed")
+        n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars")
+        if st.button("Generate", key="inspect-generate", type="primary"):
+            st.session_state["inspect-generated"] = (text, ins.generate(
+                model, tokenizer, text, n_chars, temperature, top_k or None, seed))
+        generated = st.session_state.get("inspect-generated")
+        if generated and generated[0] == text:
+            prompt = tokenizer.decode(tokenizer.encode(text))
+            st.html(ins.highlight_html(prompt + generated[1], [0.0] * len(prompt) + [0.3] * len(generated[1]),
+                                       "44, 160, 44"))
+            st.caption("Green: generated. The model sees at most its last "
+                       f"{cfg.context} characters while it writes.")
 
-with finder_tab:
-    st.markdown(
-        "Each score is the average attention weight a head puts on a particular key:\n"
-        "- **previous token**: the character just before the query;\n"
-        "- **first token**: position 0, a common place to park attention that has nowhere useful to go;\n"
-        "- **induction**: the character that *followed an earlier occurrence* of the query's character. "
-        "At the second *L* of a repeated *Lily*, such a head looks at the *i* after the first *L*, and can copy it "
-        "forward. It is averaged over the queries whose character occurred before.\n\n"
-        "Previous-token heads form within a few hundred steps. Induction heads need one of them in an earlier "
-        "layer and usually appear much later in training, so a model trained for minutes may not have one yet: "
-        "compare a longer run on the same text.")
-    source = st.radio("Score the heads on", ["the text above", "random characters, repeated"], horizontal=True,
-                      key="inspect-score-source",
-                      help="In a random string typed twice, the second copy is predictable only by copying from "
-                           "the first: the cleanest test for induction heads.")
-    if source == "the text above":
-        scored = run
-    else:
-        scored = ins.inspect_text(model, tokenizer, ins.repeated_random_text(tokenizer, cfg.context // 2))
-        st.caption("Scored on this string of random characters, typed twice:")
-        st.code(scored.text[: cfg.context // 2], language=None)
-    scores = ins.head_scores(scored.patterns, scored.ids)
-    best = st.columns(len(figs.SCORE_LABELS))
-    for col, (column, label) in zip(best, figs.SCORE_LABELS.items()):
-        if scores[column].notna().any():
-            top_row = scores.loc[scores[column].idxmax()]
-            col.metric(f"Strongest {label} head", f"{top_row['head']} · {top_row[column]:.2f}")
+if finder_tab.open:  # lazy: only the open tab computes and ships its figures
+    with finder_tab:
+        st.markdown(
+            "Each score is the average attention weight a head puts on a particular key:\n"
+            "- **previous token**: the character just before the query;\n"
+            "- **first token**: position 0, a common place to park attention that has nowhere useful to go;\n"
+            "- **induction**: the character that *followed an earlier occurrence* of the query's character. "
+            "At the second *L* of a repeated *Lily*, such a head looks at the *i* after the first *L*, and can copy it "
+            "forward. It is averaged over the queries whose character occurred before.\n\n"
+            "Previous-token heads form within a few hundred steps. Induction heads need one of them in an earlier "
+            "layer and usually appear much later in training, so a model trained for minutes may not have one yet: "
+            "compare a longer run on the same text.")
+        st.radio("Score the heads on", SCORE_SOURCES, horizontal=True,
+                 key="inspect-score-source",
+                 help="In a random string typed twice, the second copy is predictable only by copying from "
+                      "the first: the cleanest test for induction heads.")
+        scored = scored_run()
+        if source != SCORE_SOURCES[0]:
+            st.caption("Scored on this string of random characters, typed twice:")
+            st.code(scored.text[: cfg.context // 2], language=None)
+        scores = ins.head_scores(scored.patterns, scored.ids)
+        best = st.columns(len(figs.SCORE_LABELS))
+        for col, (column, label) in zip(best, figs.SCORE_LABELS.items()):
+            if scores[column].notna().any():
+                top_row = scores.loc[scores[column].idxmax()]
+                found = top_row[column] >= CLEAR_SCORE
+                col.metric(f"Strongest {label} head", f"{top_row['head'] if found else 'none'} · {top_row[column]:.2f}",
+                           help=None if found else f"No head reaches {CLEAR_SCORE}: the best is {top_row['head']}.")
+            else:
+                col.metric(f"Strongest {label} head", "—", help="No character of the text occurs twice.")
+        plot(figs.score_heatmaps(scores, cfg.n_layer, cfg.n_head), "inspect-scores", f"head-scores-{name}")
+        st.dataframe(scores.drop(columns=["layer", "head_index"]).set_index("head").round(3),
+                     height=35 * (len(scores) + 1) + 3, key="inspect-score-table")
+        show_source(ins.induction_targets, ins.head_scores)
+
+if training_tab.open:  # lazy: only the open tab computes and ships its figures
+    with training_tab:
+        snapshots = []
+        for snap_step, path in ins.training_steps(folder):
+            try:
+                snapshots.append((snap_step, load(path)))
+            except (ckpt.CheckpointError, OSError) as e:
+                st.warning(f"Skipping the weights of step {snap_step}: {e}")
+        if len(snapshots) < 2:
+            st.info(f"{name} has no intermediate snapshots. Set **Snapshot every** on the Train page (or "
+                    "`--snapshot-every N` on the command line) to keep intermediate weights and watch its patterns "
+                    "form.")
         else:
-            col.metric(f"Strongest {label} head", "—", help="No character of the text occurs twice.")
-    plot(figs.score_heatmaps(scores, cfg.n_layer, cfg.n_head), "inspect-scores", f"head-scores-{name}")
-    st.dataframe(scores.drop(columns=["layer", "head_index"]).set_index("head").round(3),
-                 height=35 * (len(scores) + 1) + 3, key="inspect-score-table")
-    show_source(ins.induction_targets, ins.head_scores)
-
-with training_tab:
-    snapshots = []
-    for snap_step, path in ins.training_steps(folder):
-        try:
-            snapshots.append((snap_step, load(path)))
-        except (ckpt.CheckpointError, OSError) as e:
-            st.warning(f"Skipping the weights of step {snap_step}: {e}")
-    if len(snapshots) < 2:
-        st.info(f"{name} has no intermediate snapshots. Train with `--snapshot-every N` to save "
-                "intermediate weights and watch its patterns form.")
-    else:
-        chosen_step = st.select_slider("Training step", [s for s, _ in snapshots], value=snapshots[-1][0],
-                                       key=f"inspect-step-{name}")
-        snap_model, snap_tokenizer, _ = dict(snapshots)[chosen_step]
-        snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
-        plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
-             "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
-        long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored.text)
-        st.caption(f"Scores on {source}, as chosen in the head finder.")
-        plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")
+            chosen_step = st.select_slider("Training step", [s for s, _ in snapshots], value=snapshots[-1][0],
+                                           key=f"inspect-step-{name}")
+            snap_model, snap_tokenizer, _ = dict(snapshots)[chosen_step]
+            snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
+            plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
+                 "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
+            long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored_run().text)
+            st.caption(f"Scores on {source}, as chosen in the head finder.")
+            plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")

@@ -21,7 +21,8 @@ parameter count does not depend on *h* — the table counts the parameters of gp
 tutorial's *d_model* = 128.
 """
 )
-st.dataframe(st.cache_data(mh.attention_param_counts)(), hide_index=True, key="param-counts")
+st.dataframe(st.cache_data(mh.attention_param_counts)().style.format({"parameters": "{:,}", "4·d_model²": "{:,}"}),
+             hide_index=True, key="param-counts")
 st.markdown(
     f"""
 Same input (the tutorial's *x*, {T} positions × {D} channels), same weights, different head counts: each head

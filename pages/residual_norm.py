@@ -115,6 +115,9 @@ def race_view(job, live: bool):
                                     "mean ‖x‖ per position"), key="norm-resid")
     st.caption("Layer 0 of the residual plot is the embedding output. Gradient norms are averaged over the steps "
                "since the previous probe.")
+    if when == "first":
+        st.caption("Probes are taken before each step's update. Warmup only changes the updates, so at "
+                   "initialisation each with/without-warmup pair of lines coincides (one hides the other).")
     if live and not snap.active:
         st.rerun()  # stop polling: a full rerun redraws this without run_every
 

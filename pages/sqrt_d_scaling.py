@@ -10,6 +10,7 @@ from gptcore.ui import show_source
 
 DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 N_KEYS = 32
+N_QUERIES = 2_000  # one set of draws per d behind the bars, the table and the curve
 
 variance_table = st.cache_data(scaling.variance_table)
 score_samples = st.cache_data(scaling.score_samples)
@@ -56,20 +57,21 @@ st.plotly_chart(fig, key="scaling-hist")
 st.markdown(
     f"""
 What does that spread do to attention? One query against {N_KEYS} random keys: softmax of the raw scores
-(red) versus the scaled ones (blue). The table averages over 2,000 queries; the entropy of a uniform row is
-log {N_KEYS} = {math.log(N_KEYS):.2f} nats, of a one-hot row 0.
+(red) versus the scaled ones (blue). The table and the entropy curve below average over {N_QUERIES:,} such queries
+(the same draws, so they agree at every d); the entropy of a uniform row is log {N_KEYS} = {math.log(N_KEYS):.2f}
+nats, of a one-hot row 0.
 """
 )
-raw, scaled = attention_rows(d, N_KEYS, 1)
+raw, scaled = attention_rows(d, N_KEYS, N_QUERIES)  # the bars show the first query
 bars = go.Figure()
-bars.add_bar(x=list(range(N_KEYS)), y=raw.softmax(-1)[0].numpy(), name="softmax(q·k)", marker_color="#d62728")
-bars.add_bar(x=list(range(N_KEYS)), y=scaled.softmax(-1)[0].numpy(), name="softmax(q·k/√d)", marker_color="#1f77b4")
+bars.add_bar(x=list(range(N_KEYS)), y=raw[0].softmax(-1).numpy(), name="softmax(q·k)", marker_color="#d62728")
+bars.add_bar(x=list(range(N_KEYS)), y=scaled[0].softmax(-1).numpy(), name="softmax(q·k/√d)", marker_color="#1f77b4")
 bars.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_title="key", yaxis_title="weight",
                    yaxis_range=[0, 1], title="Attention weights of one query")
 st.plotly_chart(bars, key="scaling-row")
-st.dataframe(attention_stats(d, N_KEYS).style.format(precision=3), hide_index=True, key="scaling-stats")
+st.dataframe(attention_stats(d, N_KEYS, N_QUERIES).style.format(precision=3), hide_index=True, key="scaling-stats")
 
-curve = entropy_vs_d(tuple(DIMS), N_KEYS)
+curve = entropy_vs_d(tuple(DIMS), N_KEYS, N_QUERIES)
 ent = go.Figure()
 for column, color in (("q·k", "#d62728"), ("q·k/√d", "#1f77b4")):
     ent.add_scatter(x=curve["d"], y=curve[column], name=column, mode="lines+markers", line_color=color)

@@ -79,7 +79,7 @@ def apply_recipe() -> None:
         ss[f"tr_t_{key}"] = getattr(tc, key)
     ss.tr_t_schedule = tc.schedule
     ss.tr_t_optimizer = tc.optimizer
-    ss.tr_name = runs.suggest_name(ss.tr_recipe)
+    ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
 
 
 def init_form() -> None:
@@ -146,7 +146,7 @@ def start_new_run() -> None:
         corpus, vocab = corpus_for(source)
         trainer = runs.RunTrainer(model_config(vocab), train_config(), corpus, source, out_dir)
         runs.start_run(registry, trainer)
-        ss.tr_name = runs.suggest_name(ss.tr_recipe)
+        ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
     except USER_ERRORS as e:
         ss.tr_feedback = str(e)
 

@@ -105,6 +105,13 @@ def test_scaling_keeps_attention_entropy_while_unscaled_attention_saturates():
     assert (curve["q·k/√d"] > 2.9).all() and (curve["q·k/√d"] < math.log(32)).all()
 
 
+def test_entropy_curve_uses_the_stats_draws_at_every_d():
+    curve = scaling.entropy_vs_d((64, 1024)).set_index("d")
+    for d in (64, 1024):
+        stats = scaling.attention_stats(d).set_index("scores")["mean entropy (nats)"]
+        assert curve.loc[d].to_dict() == stats.to_dict()
+
+
 # --- heads and order ------------------------------------------------------------------------------------
 
 def test_attention_parameters_do_not_depend_on_the_head_count():

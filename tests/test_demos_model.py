@@ -167,6 +167,19 @@ def test_breakdown_matches_the_real_model_for_variants(changes):
         assert anatomy.total_parameters(anatomy.ModelShape.from_config(cfg)) == GPT(cfg).num_params()
 
 
+
+def test_default_d_ff_and_the_total_label_follow_the_config():
+    assert anatomy.default_d_ff(128, "swiglu") == 344 and anatomy.default_d_ff(4096, "swiglu") == 10928
+    assert anatomy.default_d_ff(128, "relu") == anatomy.default_d_ff(128, "gelu") == 512
+
+    def total_label(**changes):
+        parts = anatomy.parameter_parts(anatomy.ModelShape.from_config(GPTConfig(**changes)))
+        return parts.set_index("part").loc["total", "formula"]
+
+    assert total_label() == "embedding + blocks + final norm + head"
+    assert total_label(norm_placement="post") == "embedding + blocks + head"
+    assert total_label(position="learned") == "embedding + positions + blocks + final norm + head"
+
 def test_forward_shapes_come_from_the_real_forward():
     shapes = anatomy.forward_shapes(GPTConfig(), batch=2, T=16).set_index("module")["output shape"]
     assert shapes["emb"] == "(2, 16, 128)"
@@ -242,9 +255,21 @@ def test_flops_and_memory():
     assert curve.loc[128, "training total"] == f["training total"]
     assert curve.loc[1024, "attention"] == 8 * curve.loc[128, "attention"]
     memory = hp.memory_table(1_000_000_000).set_index("precision")
-    assert memory["bytes / parameter"].tolist() == [16, 16, 8]
+    assert memory["bytes / param"].tolist() == [16, 16, 8]
     assert memory.loc["fp32", "weights"] == 4 and memory.loc["fp32", "AdamW m + v"] == 8
 
+
+
+def test_huge_configs_stay_chartable_and_readable():
+    huge = anatomy.ModelShape(vocab_size=32000, d_model=10_000_000, n_layer=10_000_000, n_head=1, d_ff=11008,
+                              context=4096)
+    curve = hp.flops_vs_context(huge, [128, 1024])
+    assert curve["training total"].dtype == float and curve["training total"].iloc[0] > 2.0 ** 63
+    assert [hp.human_count(n) for n in (999, 810_624, 6.74e9, 1.2e14, 4.0033e21)] == [
+        "999", "810.62 k", "6.74 B", "120.00 T", "4.00e+21"]
+    assert [hp.human_bytes(n) for n in (12, 12.97e6, 107.8e9, 2.79e12, 6.4e22)] == [
+        "12 bytes", "12.97 MB", "107.8 GB", "2.79 TB", "6.40e+22 bytes"]
+    assert hp.format_gb(1234.5678) == "1,234.568" and hp.format_gb(6.4e13) == "6.400e+13"
 
 def test_stability_patches():
     curves = hp.stability_curves([0.5, 1, 4, 16, 64], cap=5.0)

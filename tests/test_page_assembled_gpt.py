@@ -68,3 +68,31 @@ def test_quiz_says_right_and_wrong():
     at.radio(key="gpt-view-radio").set_value("Same result; view is just faster.")
     at.button(key="gpt-view-check").click().run()
     assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
+
+
+def test_d_ff_field_shows_the_width_in_use_and_follows_the_ffn():
+    at = run_page("assembled_gpt.py")
+    assert at.toggle(key="gpt-auto-ff").label == "d_ff = 8/3·d (×8)" and at.number_input(key="gpt-ff").value == 344
+    at.selectbox(key="gpt-ffn").set_value("relu").run()
+    assert at.toggle(key="gpt-auto-ff").label == "d_ff = 4·d"  # a classic MLP is 4·d wide
+    assert at.number_input(key="gpt-ff").value == 512
+    at.toggle(key="gpt-auto-ff").set_value(False).run()
+    at.number_input(key="gpt-ff").set_value(1).run()
+    assert frame(at, "counted in GPT").set_index("part").loc["FFN (relu)", "formula"] == "2 · 128 · 1"
+    at.toggle(key="gpt-auto-ff").set_value(True).run()
+    assert not at.exception
+    field = at.number_input(key="gpt-ff")
+    assert field.value == 512 and field.disabled
+    assert frame(at, "counted in GPT").set_index("part").loc["FFN (relu)", "formula"] == "2 · 128 · 512"
+    assert "128→512→128" in diagram_text(at)
+
+
+def test_total_row_names_what_it_adds():
+    at = run_page("assembled_gpt.py")
+    total = frame(at, "counted in GPT").set_index("part").loc["total", "formula"]
+    assert total == "embedding + blocks + final norm + head"
+    at.selectbox(key="gpt-placement").set_value("post").run()
+    at.selectbox(key="gpt-position").set_value("learned").run()
+    parts = frame(at, "counted in GPT").set_index("part")
+    assert parts.loc["total", "formula"] == "embedding + positions + blocks + head"  # post-norm: no final norm
+    assert not any(p.startswith("final") for p in parts.index)

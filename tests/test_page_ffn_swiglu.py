@@ -37,6 +37,15 @@ def test_gate_heatmap_follows_the_input():
     assert [t["name"] for t in chart(at, "ffn-curves")] == ["SiLU"] != [t["name"] for t in curves]
 
 
+def test_no_activation_picked_shows_a_message_instead_of_an_empty_chart():
+    at = run_page("ffn_swiglu.py")
+    assert not at.info
+    at.multiselect(key="ffn-acts").set_value([]).run()
+    assert not at.exception
+    assert [i.value for i in at.info] == ["Pick at least one activation to plot."]
+    assert not any(c.proto.id.endswith("-ffn-curves") for c in at.get("plotly_chart"))
+
+
 def test_quiz_says_right_and_wrong():
     at = run_page("ffn_swiglu.py")
     at.radio(key="ffn-dff-radio").set_value("8/3·d_model")

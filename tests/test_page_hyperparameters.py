@@ -1,4 +1,8 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
+import pandas as pd
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from streamlit.testing.v1 import AppTest
+
 from page_helpers import chart, frame, metrics, run_page
 
 
@@ -51,3 +55,42 @@ def test_quiz_multi_select():
     at.checkbox(key="hp-4096-opt2").check()
     at.button(key="hp-4096-check").click().run()
     assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
+
+
+def displayed(at: AppTest, label: str) -> pd.DataFrame:
+    """The strings shown by the first styled dataframe with `label` among its columns (its display values)."""
+    proto = next(d.proto for d in at.dataframe if label in d.value.columns)
+    return convert_arrow_bytes_to_pandas_df(proto.arrow_data.styler.display_values)
+
+
+def test_a_huge_config_renders_the_whole_page_in_readable_numbers():
+    at = run_page("hyperparameters.py")
+    for name, value in (("d_model", 10_000_000), ("n_head", 1), ("n_layer", 10_000_000)):
+        at.number_input(key=f"hp-{name}").set_value(value).run()
+    assert not at.exception  # the counts pass 2⁶³; they used to break the chart
+    assert metrics(at)["parameters"] == "4.00e+21"
+    assert metrics(at)["fp32 AdamW training memory"] == "6.41e+22 bytes"
+    assert max(chart(at, "hp-costs")[-1]["y"]) > 2.0 ** 63
+    memory = displayed(at, "bytes / param")
+    assert memory.loc[0, "training total"] == "6.405e+13" and memory.map(len).max().max() <= 12
+    assert frame(at, "max prob") is not None and at.checkbox(key="hp-4096-opt0")  # the sections after it
+
+
+def test_memory_table_is_narrow():
+    at = run_page("hyperparameters.py")
+    memory = frame(at, "training total")
+    assert memory.columns.tolist() == ["precision", "weights", "gradients", "AdamW m + v", "master weights",
+                                       "training total", "bytes / param"]
+    assert displayed(at, "bytes / param").loc[0, "training total"] == "107.815"
+
+
+def test_reset_restores_the_selected_preset():
+    at = run_page("hyperparameters.py")
+    at.selectbox(key="hp-preset").set_value("GPT-3 175B").run()
+    gpt3 = metrics(at)["parameters"]
+    at.number_input(key="hp-d_model").set_value(1536).run()
+    at.selectbox(key="hp-ffn").set_value("swiglu").run()
+    assert metrics(at)["parameters"] != gpt3
+    at.button(key="hp-reset").click().run()
+    assert at.number_input(key="hp-d_model").value == 12288 and at.selectbox(key="hp-ffn").value == "gelu"
+    assert metrics(at)["parameters"] == gpt3 == "174.60 B"

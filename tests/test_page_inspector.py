@@ -31,6 +31,14 @@ def default_view():
     return run_page()
 
 
+def open_tab(at: AppTest, label: str) -> AppTest:
+    """Click a tab: the tabs are lazy, so only the open one runs."""
+    at.session_state["inspect-tab"] = label
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def chart(at: AppTest, key: str) -> dict:
     """The Plotly spec of the chart with this widget key, as sent to the browser."""
     matches = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
@@ -69,13 +77,26 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
     np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct[0, 0], atol=1e-6)
 
 
-def test_head_finder_and_predictions_match_gptcore(shipped, default_view):
-    at = default_view
+def test_only_the_open_tab_is_computed_and_sent(default_view):
+    charts = {c.proto.id.rsplit("-", 1)[-1] for c in default_view.get("plotly_chart")}
+    assert {"grid", "figure"} <= charts and not charts & {"predictions", "scores"}
+    assert not [c for c in default_view.get("plotly_chart") if "training" in c.proto.id]
+
+
+def test_head_finder_and_predictions_match_gptcore(shipped):
+    at = open_tab(run_page(), "Head finder")
     run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
     expected = ins.head_scores(run.patterns, run.ids).set_index("head")
     table = at.dataframe[0].value
     for column in ("previous_token", "first_token", "induction"):
         np.testing.assert_allclose(table[column].to_numpy(), expected[column].round(3).to_numpy(), atol=1e-9)
+    metrics = {m.label: m.value for m in at.metric}
+    best_previous = expected["previous_token"].idxmax()
+    best_score = expected.loc[best_previous, "previous_token"]
+    assert metrics["Strongest previous token head"] == f"{best_previous} · {best_score:.2f}"
+    assert metrics["Strongest induction head"] == f"none · {expected['induction'].max():.2f}"  # no head reaches 0.3
+
+    at = open_tab(at, "Predictions")
 
     # both position pickers start where the hero's name comes back
     position = ins.repeat_position(ins.DEFAULT_TEXT)
@@ -96,6 +117,9 @@ def test_head_choice_and_training_slider(shipped):
     np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct, atol=1e-6)
     titles = [a["text"] for a in chart(at, "inspect-grid")["layout"]["annotations"]]
     assert f"<b>▶ {last}</b>" in titles
+    open_tab(at, "Over training")
+    titles = [a["text"] for a in chart(at, "inspect-training-grid")["layout"]["annotations"]]
+    assert f"<b>▶ {last}</b>" in titles  # the head chosen in the closed Attention tab
 
     # over training: the slider steps through the snapshots, each drawn from its own weights
     steps = ins.training_steps(SHIPPED)
@@ -111,6 +135,11 @@ def test_head_choice_and_training_slider(shipped):
     np.testing.assert_allclose(shown, direct, atol=1e-6)
     final = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
     assert not np.allclose(shown, final, atol=1e-3)  # the patterns really changed during training
+
+    open_tab(at, "Attention")  # settings of a closed tab survive it being closed
+    assert at.selectbox(key="inspect-head").value == last
+    open_tab(at, "Over training")
+    assert at.select_slider(key="inspect-step-shipped-tiny").value == first_step
 
 
 def test_long_or_unreadable_text_gets_a_visible_message(shipped):
@@ -135,7 +164,7 @@ def test_long_or_unreadable_text_gets_a_visible_message(shipped):
 
 
 def test_generate_streams_from_the_model_with_the_chosen_settings(shipped):
-    at = run_page()
+    at = open_tab(run_page(), "Predictions")
     at.slider(key="inspect-temperature").set_value(0.5)
     at.number_input(key="inspect-seed").set_value(7)
     at.slider(key="inspect-gen-chars").set_value(60)

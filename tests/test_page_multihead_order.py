@@ -1,5 +1,6 @@
 """Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
 import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 from page_helpers import chart, frame, run_page
 
@@ -12,6 +13,12 @@ def at():
 def test_parameter_count_is_the_same_for_every_head_count(at):
     counts = frame(at, "n_head")
     assert counts["parameters"].tolist() == [65_536] * len(counts) and len(counts) >= 4
+
+
+def test_parameter_counts_have_thousands_separators(at):
+    proto = next(d.proto for d in at.dataframe if "n_head" in d.value.columns)
+    shown = convert_arrow_bytes_to_pandas_df(proto.arrow_data.styler.display_values)
+    assert set(shown["parameters"]) == set(shown["4·d_model²"]) == {"65,536"}
 
 
 def test_tutorial_permutation_is_true_without_mask_and_false_with_mask_or_rope(at):

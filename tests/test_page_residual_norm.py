@@ -1,4 +1,5 @@
 """Page 'Residual stream & norms': the live pre/post-norm race as a job, and RMSNorm against LayerNorm."""
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from gptcore.ui import job_registry
@@ -44,6 +45,24 @@ def test_train_button_runs_the_race_and_the_page_draws_it():
     assert resid[0]["x"] == [0, 1, 2] and grads[0]["x"] == [1, 2]  # embedding + 2 blocks; 2 blocks
     at.radio(key="norm-when").set_value("first").run()
     assert chart(at, "norm-resid") != resid
+
+
+def test_step_zero_view_shows_the_initialisation_where_warmup_makes_no_difference():
+    at = tiny(run_page("residual_norm.py"))
+    at.button(key="norm-start").click().run()
+    job = job_registry().latest(KIND)
+    job.join(120)
+    assert job.snapshot().status == "finished", job.snapshot().message
+    at.run()
+    note = "each with/without-warmup pair of lines coincides"
+    assert not any(note in c.value for c in at.caption)
+    at.radio(key="norm-when").set_value("first").run()
+    assert any(note in c.value for c in at.caption)
+    for key in ("norm-resid", "norm-grads"):
+        lines = {t["name"]: t["y"] for t in chart(at, key)}
+        for placement in ("pre", "post"):  # the same weights and batch before the first update
+            assert lines[f"{placement}-norm, no warmup"] == pytest.approx(lines[f"{placement}-norm, with warmup"])
+        assert lines["pre-norm, no warmup"] != pytest.approx(lines["post-norm, no warmup"])
 
 
 def test_stop_button_stops_the_race():

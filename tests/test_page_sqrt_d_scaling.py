@@ -31,6 +31,14 @@ def test_head_size_slider_changes_the_histogram_and_the_stats(at):
     assert after[1]["x"] != before[1]["x"]
 
 
+@pytest.mark.parametrize("d", [64, 1024])
+def test_entropy_curve_and_table_agree_at_the_chosen_head_size(at, d):
+    at.select_slider(key="scaling-d").set_value(d).run()
+    table = frame(at, "mean entropy (nats)").set_index("scores")["mean entropy (nats)"]
+    for trace in chart(at, "scaling-entropy"):
+        assert trace["y"][trace["x"].index(d)] == pytest.approx(table[trace["name"]], rel=1e-9)
+
+
 def test_factor_slider_moves_the_jacobian_towards_zero(at):
     at.select_slider(key="scaling-factor").set_value(1).run()
     at_one = chart(at, "scaling-jacobian")[0]["z"]

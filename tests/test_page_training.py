@@ -152,7 +152,19 @@ def test_second_start_is_refused_naming_the_active_run():
     at = start(at, "second")
     assert texts(at.error) == ["'first' (train) is already running; stop it or wait for it to finish "
                                "before starting another job."]
+    job_registry().get("first").pause()
+    at = start(at, "third")
+    assert texts(at.error)[0].startswith("'first' (train) is paused, not finished; stop it, or resume it")
     assert set(job_registry().jobs) == {"first"}
+
+
+def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
+    at = page(tr_t_steps=1_000_000, tr_t_checkpoint_every=0)  # its folder appears only when it stops
+    suggested = at.text_input(key="tr_name").value
+    at = at.button(key="tr_start").click().run()
+    assert job_registry().get(suggested) is not None and not (root / suggested).exists()  # no checkpoint yet
+    following = at.text_input(key="tr_name").value
+    assert following != suggested and following.rsplit("-", 1)[0] == suggested.rsplit("-", 1)[0]
 
 
 @pytest.mark.parametrize("content, message", [

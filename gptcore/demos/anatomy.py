@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..config import GPTConfig
+from ..config import GPTConfig, swiglu_hidden
 from ..model import GPT, meta_model
 
 
@@ -74,8 +74,16 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
         rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0),
                      False))
     total = sum(count for part, _, count, per_block in rows if not per_block)
-    rows.append(("total", "embedding + blocks + norm + head", total, False))
+    summed = ["embedding"] + (["positions"] if s.position == "learned" else []) + ["blocks"]
+    summed += (["final norm"] if s.norm_placement == "pre" else []) + ["head"]  # post-norm has no final norm
+    rows.append(("total", " + ".join(summed), total, False))
     return pd.DataFrame(rows, columns=["part", "formula", "parameters", "per block"])
+
+
+def default_d_ff(d_model: int, ffn: str) -> int:
+    """The usual FFN width: 4·d for a ReLU/GELU MLP; 8/3·d (rounded up to a multiple of 8) for SwiGLU, whose
+    third matrix would otherwise add half again — both come to about 8·d² parameters."""
+    return swiglu_hidden(d_model) if ffn == "swiglu" else 4 * d_model
 
 
 def total_parameters(s: ModelShape) -> int:

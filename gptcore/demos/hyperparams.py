@@ -81,9 +81,11 @@ def flops_per_token(s: ModelShape, context: int | None = None) -> dict:
 
 
 def flops_vs_context(s: ModelShape, contexts) -> pd.DataFrame:
-    """Training FLOPs per token against context length: 6N stays, the attention term grows with T."""
-    six_n = 6 * compute_parameters(s)
-    attention = [6 * s.n_layer * int(T) * s.d_model for T in contexts]
+    """Training FLOPs per token against context length: 6N stays, the attention term grows with T.
+
+    In floats: a huge config's counts pass 2⁶³, and a column of such ints cannot be sent to a chart."""
+    six_n = 6.0 * compute_parameters(s)
+    attention = [6.0 * s.n_layer * int(T) * s.d_model for T in contexts]
     return pd.DataFrame({"context": [int(T) for T in contexts], "6N": six_n, "attention": attention,
                          "training total": [six_n + a for a in attention]})
 
@@ -99,15 +101,41 @@ PRECISIONS = {
 def memory_table(n_params: int) -> pd.DataFrame:
     """Bytes for weights, gradients and AdamW state (two moments per weight), per precision, in GB.
 
-    Activations, the KV cache and framework overhead come on top and depend on batch and context.
+    Inference needs the weights alone. Activations, the KV cache and framework overhead come on top and
+    depend on batch and context.
     """
     rows = []
     for name, (w, g, adam, master) in PRECISIONS.items():
         rows.append({"precision": name, "weights": w * n_params / 1e9, "gradients": g * n_params / 1e9,
                      "AdamW m + v": adam * n_params / 1e9, "master weights": master * n_params / 1e9,
                      "training total": (w + g + adam + master) * n_params / 1e9,
-                     "bytes / parameter": w + g + adam + master, "inference (weights only)": w * n_params / 1e9})
+                     "bytes / param": w + g + adam + master})
     return pd.DataFrame(rows)
+
+
+def human_count(n: float) -> str:
+    """1234567 -> '1.23 M': k, M, B and T suffixes, scientific notation (4.00e+21) from 10¹⁵ on."""
+    if abs(n) >= 1e15:
+        return f"{n:.2e}"
+    for size, suffix in ((1e12, " T"), (1e9, " B"), (1e6, " M"), (1e3, " k")):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{suffix}"
+    return f"{n:,.0f}"
+
+
+def human_bytes(n_bytes: float) -> str:
+    """Decimal units from kB to PB with four significant digits, scientific notation beyond."""
+    if n_bytes >= 1e18:
+        return f"{n_bytes:.2e} bytes"
+    for size, unit in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.4g} {unit}"
+    return f"{n_bytes:.0f} bytes"
+
+
+def format_gb(gb: float) -> str:
+    """A memory-table cell: three decimals, or scientific notation once the digits would widen the table."""
+    return f"{gb:,.3f}" if gb < 1e6 else f"{gb:.3e}"
 
 
 # --- stability patches -----------------------------------------------------------------------------------

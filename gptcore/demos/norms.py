@@ -135,7 +135,8 @@ def run_norm_race(job, race: NormRace) -> str | None:
     """Train every variant in turn on the same seed and data, reporting into job (a gptcore.jobs.Job).
 
     job.data gets rows appended as training goes: 'loss' (variant, step, loss), 'grads' and 'resid'
-    (variant, step, layer, norm) every probe_every steps; 'runs' maps each variant to its outcome.
+    (variant, step, layer, norm) every probe_every steps, taken before that step's update (so step 0 is the
+    initialisation, the same for every warmup); 'runs' maps each variant to its outcome.
     """
     text = builtin_corpus(race.corpus_chars, race.seed).text
     job.update(data={"runs": {v.label: "waiting" for v in race.variants}, "steps_done": 0,
@@ -148,21 +149,22 @@ def run_norm_race(job, race: NormRace) -> str | None:
         probe = get_batch(trainer.val_ids, race.context, 8, torch.Generator().manual_seed(race.seed))[0]
         window: list[list[float]] = []  # per-layer grad norms since the last probe
 
-        def after_backward(tr: Trainer, window=window):
+        def after_backward(tr: Trainer, variant=variant, probe=probe, window=window):
+            # Between backward and update: the probe sees the weights this step's loss and gradient came from.
+            step = tr.step + 1  # tr.step is the last finished step
             window.append(block_grad_norms(tr.model))
-
-        def on_event(kind: str, data: dict, variant=variant, trainer=trainer, probe=probe, window=window):
-            nonlocal done
-            if kind != "step":
-                return
-            step = data["step"]
-            job.append("loss", (variant.label, step, data["loss"]))
             if step % race.probe_every == 0 or step == race.steps:
                 grads = torch.tensor(window).mean(0).tolist()
                 window.clear()
                 job.append("grads", *((variant.label, step, i + 1, g) for i, g in enumerate(grads)))
                 job.append("resid", *((variant.label, step, i, r)
-                                      for i, r in enumerate(residual_norms(trainer.model, probe))))
+                                      for i, r in enumerate(residual_norms(tr.model, probe))))
+
+        def on_event(kind: str, data: dict, variant=variant):
+            nonlocal done
+            if kind != "step":
+                return
+            job.append("loss", (variant.label, data["step"], data["loss"]))
             done += 1
             rate = done / (time.perf_counter() - t0)
             job.update(progress=done / race.total_steps, data={
