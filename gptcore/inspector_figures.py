@@ -53,17 +53,16 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
 
 
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str) -> go.Figure:
-    """One head's pattern with a character on every tick, and both characters in the hover."""
+    """One head's pattern with a character on every tick, and both characters in the hover.
+
+    The axes are categories named "position 'character'", so the hover can show them without a T×T array of
+    hover texts (which made this figure five times larger and slow to redraw on every click)."""
     T = len(labels)
-    hover = np.empty((T, T, 2), dtype=object)
-    hover[:, :, 0] = np.array(labels, dtype=object)[:, None]
-    hover[:, :, 1] = np.array(labels, dtype=object)[None, :]
+    names = [f"{i} '{c}'" for i, c in enumerate(labels)]
     fig = go.Figure(go.Heatmap(
-        z=pattern.numpy(), customdata=hover, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
-        colorbar=dict(title="weight"),
-        hovertemplate="query %{y} '%{customdata[0]}' → key %{x} '%{customdata[1]}'<br>weight %{z:.3f}"
-                      "<extra></extra>"))
-    axis = dict(tickmode="array", tickvals=list(range(T)), ticktext=labels, showgrid=False,
+        z=pattern.numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, colorbar=dict(title="weight"),
+        hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"))
+    axis = dict(type="category", tickmode="array", tickvals=names, ticktext=labels, showgrid=False,
                 tickfont=dict(size=9 if T > 64 else 11, family="monospace"), constrain="domain")
     fig.update_xaxes(title="key (attended to)", side="top", tickangle=0, **axis)
     fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x", **axis)

@@ -21,7 +21,7 @@ the whole thing on your CPU to write children's stories.
 PATH = [
     ("pages/averaging_to_attention.py", "1 · From averaging to attention",
      "A causal average is a masked matrix product; let the data choose the weights and it becomes attention."),
-    ("pages/sqrt_d_scaling.py", "2 · Why divide by √d",
+    ("pages/sqrt_d_scaling.py", "2 · Why divide by √d_k",
      "Dot products grow with dimension; unscaled, softmax turns one-hot and gradients vanish."),
     ("pages/multihead_order.py", "3 · Multi-head attention and order-blindness",
      "Heads split d_model at no extra cost — and attention alone cannot tell 'dog bites man' from 'man bites dog'."),
