@@ -13,7 +13,8 @@ from . import checkpoint as ckpt
 from .config import ConfigError, GPTConfig
 from .data import CorpusError, load_corpus, split_ids, unknown_warning
 from .recipes import RECIPES
-from .train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, evaluate
+from .runs import RunTrainer
+from .train import Diverged, TrainConfig, TrainConfigError, TrainControl, evaluate
 
 MODEL_FLAGS = {"d_model": int, "n_layer": int, "n_head": int, "d_ff": int, "context": int, "norm": str,
                "norm_placement": str, "position": str, "ffn": str, "rope_theta": float}
@@ -117,8 +118,11 @@ def cmd_train(args) -> int:
         model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, MODEL_FLAGS),
                                          **({"scale_attention": False} if args.no_scale else {})})
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
-    trainer = Trainer(model_cfg or GPTConfig(), tc, corpus.text, corpus.description, out_dir=out,
-                      resume_from=out if args.resume else None)
+    # recorded with the run, so the app's Continue button can load the same corpus again
+    source = {"kind": "builtin", "chars": args.builtin_chars, "seed": args.builtin_seed} if args.data == "builtin" \
+        else {"kind": "file", "path": str(Path(args.data).resolve()), "max_chars": args.max_chars}
+    trainer = RunTrainer(model_cfg or GPTConfig(), tc, corpus, source, out_dir=out,
+                         resume_from=out if args.resume else None)
     if warning := unknown_warning(trainer.unknown):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"vocab {trainer.tokenizer.vocab_size}, params {trainer.model.num_params():,}")

@@ -1,7 +1,6 @@
 """Plotly figures for the Inspect page, built from the tensors and tables of gptcore.inspector."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go

@@ -241,9 +241,22 @@ class RunInfo:
     meta: dict = field(repr=False, default_factory=dict)
 
     @property
+    def why_not_resumable(self) -> str | None:
+        """Why Continue is off for this run (None: it can continue)."""
+        if not self.has_weights:
+            return "It has no saved weights to continue from."
+        if self.name == SHIPPED:
+            return (f"{SHIPPED} ships with the app and stays as it is: continue a copy of it from the command line "
+                    "(checkpoints/README.md shows how).")
+        if self.status in ("starting", "running", "paused", "stopping"):
+            return "It is training now."
+        if self.status == "unreadable":
+            return "Its meta.json cannot be read, and the run's settings and history are kept there."
+        return None
+
+    @property
     def resumable(self) -> bool:
-        return (self.has_weights and self.name != SHIPPED
-                and self.status not in ("starting", "running", "paused", "stopping", "unreadable"))
+        return self.why_not_resumable is None
 
     @property
     def history(self) -> dict:

@@ -1,4 +1,5 @@
 """Train: the tutorial's GPT learns to write stories in a background job that outlives this page."""
+from dataclasses import replace
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -10,7 +11,8 @@ from gptcore.config import CHOICES, GPTConfig, swiglu_hidden
 from gptcore.data import CorpusError
 from gptcore.jobs import JobRefused
 from gptcore.recipes import RECIPES
-from gptcore.train import TrainConfig
+from gptcore.model import check_buildable
+from gptcore.train import TrainConfig, check_fits_in_memory
 from gptcore.ui import job_registry
 
 ss = st.session_state
@@ -62,6 +64,7 @@ TRAIN_NUMBERS = [
 ]
 LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
+TUTORIAL = GPTConfig()
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 
 
@@ -353,6 +356,12 @@ def model_inputs(vocab: int | None) -> None:
         cfg = model_config(vocab)
         st.markdown(f"**{runs.count_params(cfg):,} parameters** with this corpus's {vocab} characters",
                     help=runs.describe_model(cfg))
+        if vocab != TUTORIAL.vocab_size and replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
+            st.caption(f"The tutorial's {runs.count_params(TUTORIAL):,} are at TinyStories' {TUTORIAL.vocab_size} "
+                       f"characters: the embedding and the output head hold d_model = {cfg.d_model} numbers per "
+                       f"character each, {2 * cfg.d_model} per character in all.")
+        check_buildable(cfg)
+        check_fits_in_memory(cfg, ss.tr_t_batch_size)
     except ValueError as e:
         st.error(str(e))
 
@@ -429,14 +438,15 @@ def manage_run(run: runs.RunInfo) -> None:
         st.number_input("Train until step", run.step + 1, 1_000_000, value=default_until, step=100,
                         key=f"tr_until_{run.name}")
         source = run.meta.get("corpus_source")
-        if not runs.reloadable(source):
+        if not run.resumable:
+            st.caption(run.why_not_resumable)
+        elif not runs.reloadable(source):
             st.caption("This run's corpus cannot be reloaded automatically: give it again.")
             st.text_input("Corpus path on the server", key="tr_cont_path")
             st.file_uploader("…or upload it", type=["txt", "md", "text"], key="tr_cont_upload")
             st.number_input("Use the first N characters (0 = all)", 0, 100_000_000, step=100_000,
                             value=(source or {}).get("max_chars") or 1_000_000, key="tr_cont_max_chars")
-        st.button("Continue", key="tr_continue", on_click=continue_run, args=(run,), disabled=not run.resumable,
-                  help=None if run.resumable else "Only a saved, idle run can continue.")
+        st.button("Continue", key="tr_continue", on_click=continue_run, args=(run,), disabled=not run.resumable)
     with rename:
         st.markdown("**Rename**")
         st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name)

@@ -16,6 +16,20 @@ def trained(tmp_path_factory):
     return out
 
 
+def test_a_command_line_run_records_its_corpus_so_the_app_can_continue_it(trained, tmp_path):
+    from gptcore import runs
+
+    assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0}
+    [run] = [r for r in runs.list_runs(root=trained.parent) if r.name == trained.name]
+    assert run.resumable and runs.reloadable(run.meta["corpus_source"])
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world. " * 300)
+    out = tmp_path / "f"
+    assert main(["train", "--data", str(corpus), "--steps", "1", "--out", str(out), *SMALL]) == 0
+    assert ckpt.read_meta(out)["corpus_source"] == {"kind": "file", "path": str(corpus.resolve()),
+                                                    "max_chars": 1_000_000}
+
+
 def test_training_into_a_folder_that_holds_a_model_needs_resume(trained, tmp_path, capsys):
     before = (trained / "model.safetensors").read_bytes()
     corpus = tmp_path / "c.txt"

@@ -330,3 +330,15 @@ def test_the_app_skips_streamlits_full_gc_after_every_rerun(monkeypatch):
     monkeypatch.chdir(root)  # where `streamlit run app.py` starts, so Streamlit itself must read it as set
     st_config.get_config_options(force_reparse=True)
     assert st_config.get_option("runner.postScriptGC") is False
+
+
+def test_the_parameter_count_is_explained_and_checked_before_start():
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["tr_builtin_chars"] = 20_000
+    at.run()  # the tutorial's shape on a corpus with fewer than 74 characters
+    captions = " ".join(texts(at.caption))
+    assert "The tutorial's 810,624 are at TinyStories' 74 characters" in captions and not at.error
+    for key, value in {"tr_m_d_model": 4096, "tr_m_n_layer": 64, "tr_m_n_head": 64, "tr_m_d_ff": 16384}.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert any("parameters (" in e.value and "the limit is 100,000,000" in e.value for e in at.error)

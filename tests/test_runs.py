@@ -294,3 +294,9 @@ def test_the_shipped_model_is_protected():
     with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
         runs.rename_run(shipped, "mine", registry)
     assert (shipped / "model.safetensors").is_file()
+
+
+def test_the_shipped_model_says_why_it_cannot_continue():
+    [shipped] = [r for r in runs.list_runs(root=ckpt.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
+    assert not shipped.resumable
+    assert shipped.why_not_resumable.startswith("shipped-tiny ships with the app and stays as it is")
