@@ -53,8 +53,10 @@ def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES
     """The file's text; with max_chars, only the bytes that can hold its first max_chars characters are read,
     so a file over max_bytes is fine when only its beginning is wanted."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise CorpusError(f"no such file: {path}")
+    if not path.is_file():
+        raise CorpusError(f"{path} is not a regular file (a folder or a device?)")
     size = path.stat().st_size
     wanted = size if max_chars is None else min(size, 4 * max_chars)  # UTF-8: at most 4 bytes per character
     if wanted > max_bytes:  # checked before reading, so a huge file is never loaded

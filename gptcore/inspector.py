@@ -59,6 +59,8 @@ def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torc
 
 def inspect_text(model: GPT, tokenizer: CharTokenizer, text: str) -> Inspection:
     ids, unknown, truncated = prepare_ids(tokenizer, text, model.cfg.context)
+    if not text:
+        raise ValueError("the text is empty")
     if not ids:
         raise ValueError("the text has no character the model knows")
     ids = torch.tensor(ids, dtype=torch.long)

@@ -388,7 +388,7 @@ class Trainer:
         tokens_per_step = tc.batch_size * ctx
         clock = ActiveClock()
         wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
-        status = "finished"
+        status, sampled_at = "finished", None
         shard_grads = ShardedGrads(model, torch.get_num_threads())
         try:
             for step in range(self.start_step, tc.steps + 1):
@@ -404,6 +404,7 @@ class Trainer:
                 if tc.sample_every and step % tc.sample_every == 0 and step < tc.steps:
                     self.check_weights()
                     emit("sample", {"step": step, "text": self.sample(tc.sample_chars)})
+                    sampled_at = step
                 if tc.snapshot_every and step % tc.snapshot_every == 0 and self.out_dir is not None:
                     self.check_weights()
                     ckpt.save_snapshot(self.out_dir, model, self.tokenizer, step)
@@ -417,7 +418,8 @@ class Trainer:
             self.history["final_val"] = self.final_val
             emit("final_eval", {"step": self.step, "val": self.final_val})
         self.check_weights()
-        emit("sample", {"step": self.step, "text": self.sample(tc.sample_chars)})
+        if sampled_at != self.step:  # a run stopped right after a sampling step has its sample already
+            emit("sample", {"step": self.step, "text": self.sample(tc.sample_chars)})
         self.save(status, wall())
         emit("done", {"step": self.step, "status": status, "wall_time": wall()})
         return status

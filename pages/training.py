@@ -140,6 +140,12 @@ def corpus_for(source: dict, upload_key: str = "tr_upload") -> tuple[runs.Corpus
 
 # ---------------------------------------------------------------- actions (widget callbacks)
 
+def corpus_context() -> str:
+    """Identifies the corpus choice, so an error about one corpus is not shown under another."""
+    upload = ss.get("tr_upload")
+    return repr((current_source(), upload.file_id if upload else None))
+
+
 def start_new_run() -> None:
     ss.tr_feedback = None
     try:
@@ -151,7 +157,7 @@ def start_new_run() -> None:
         runs.start_run(registry, trainer)
         ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
     except USER_ERRORS as e:
-        ss.tr_feedback = str(e)
+        ss.tr_feedback = (str(e), corpus_context())
 
 
 def continue_run(run: runs.RunInfo) -> None:
@@ -245,6 +251,10 @@ def live_panel() -> None:
         st.info("Nothing has trained in this server session yet. Pick a preset under **New run** and press Start.")
         return
     s = job.snapshot()
+    if s.status in ("finished", "stopped") and not Path(s.data.get("out_dir", "")).exists():  # both save one
+        st.info(f"The last run of this session, **{s.name}**, was renamed or deleted since it ended: "
+                "see **Runs and checkpoints**.")
+        return
     was_active, ss.tr_live_active = ss.get("tr_live_active", False), s.active
     if was_active and not s.active:
         st.rerun()  # refresh the runs table and stop the once-a-second updates
@@ -403,8 +413,13 @@ def new_run_tab() -> None:
     name.text_input("Run name (its checkpoint folder)", key="tr_name", max_chars=64, persist_state="session")
     start.button("Start training", key="tr_start", type="primary", on_click=start_new_run, width="stretch",
                  disabled=vocab is None)
-    if ss.get("tr_feedback"):
-        st.error(ss.tr_feedback)
+    try:
+        if (folder := ckpt.safe_name(ss.tr_name)) != ss.tr_name:
+            st.caption(f"Saved as **{folder}** (letters, digits, '.', '_' and '-' only).")
+    except ckpt.CheckpointError as e:
+        st.caption(str(e))
+    if ss.get("tr_feedback") and ss.tr_feedback[1] == corpus_context():  # (a message about another corpus: gone)
+        st.error(ss.tr_feedback[0])
     st.caption(f"Checkpoints are written to `{ckpt.CHECKPOINT_ROOT}/<run name>/`.")
 
 

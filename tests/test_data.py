@@ -41,6 +41,9 @@ def test_bad_corpora_get_messages_naming_the_problem(raw, message):
 def test_missing_and_oversized_files_are_refused_before_reading(tmp_path):
     with pytest.raises(CorpusError, match="no such file"):
         read_corpus_file(tmp_path / "nope.txt")
+    for not_a_file in (tmp_path, "/dev/zero"):
+        with pytest.raises(CorpusError, match=r"is not a regular file \(a folder or a device\?\)"):
+            read_corpus_file(not_a_file)
     big = tmp_path / "big.txt"
     big.write_text("y" * 5000)
     with pytest.raises(CorpusError, match="5,000 bytes, over the limit of 1,000"):

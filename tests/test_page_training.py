@@ -199,9 +199,12 @@ def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
     at.file_uploader(key="tr_upload").upload("short.txt", b"Once upon a time, Lucy had a cat.", "text/plain")
     at.run()
     assert not at.error and "33 characters" in " ".join(texts(at.caption))
-    at = start(at, "short")
+    at = start(at, "short run!")
+    assert "Saved as **short-run** (letters, digits" in " ".join(texts(at.caption))
     assert "corpus has 33 usable characters; context 16 needs at least 180" in at.error[0].value
     assert job_registry().latest("train") is None
+    at.radio(key="tr_source").set_value("builtin").run()  # the message was about the upload: gone with it
+    assert not at.error
 
 
 def test_interrupted_run_shows_as_such_and_continues_from_the_page(root):
@@ -239,6 +242,8 @@ def test_rename_and_delete_from_the_page(root):
     at.button(key="tr_rename").click().run()
     assert not at.error
     assert ckpt.load_checkpoint(root / "new-name").meta["step"] == 20 and not (root / "old").exists()
+    assert "Saved as" not in " ".join(texts(at.caption))
+    assert any("**old**, was renamed or deleted since it ended" in i.value for i in at.info)  # not "old · finished"
     assert at.selectbox(key="tr_manage").value == "new-name"
     assert at.button(key="tr_delete").disabled
     at.checkbox(key="tr_delete_sure").check().run()

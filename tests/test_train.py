@@ -55,11 +55,17 @@ def test_stop_ends_the_run_and_still_saves(tmp_path):
     control = TrainControl()
     trainer = Trainer(TINY, TrainConfig(steps=1000, batch_size=4, final_eval=False), TEXT, out_dir=tmp_path / "s")
 
+    samples = []
+
     def on_event(kind, d):
         if kind == "step" and d["step"] == 4:
             control.request_stop()
+        if kind == "sample":
+            samples.append(d["step"])
 
+    trainer.tc = replace(trainer.tc, sample_every=4)
     assert trainer.run(on_event, control) == "stopped"
+    assert samples == [0, 4]  # stopped right after sampling: one sample of step 4, not two
     assert ckpt.load_checkpoint(tmp_path / "s").meta["step"] == 4
 
 
