@@ -132,12 +132,14 @@ def nice_interval(target: float) -> int:
 
 
 def watch_defaults(tc: TrainConfig) -> TrainConfig:
-    """Samples and checkpoints about 15 times per run where a recipe says "only at the end".
+    """Samples and checkpoints about 15 times per run, and weight snapshots for the Inspect page's "Over training"
+    tab about 5 times, where a recipe says "only at the end" or "none".
 
-    Neither draws from the training random stream, so the run itself is unchanged.
+    None of them draws from the training random stream, so the run itself is unchanged.
     """
-    every = nice_interval(tc.steps / 15)
-    return replace(tc, sample_every=tc.sample_every or every, checkpoint_every=tc.checkpoint_every or every)
+    every, snapshots = nice_interval(tc.steps / 15), nice_interval(tc.steps / 5)
+    return replace(tc, sample_every=tc.sample_every or every, checkpoint_every=tc.checkpoint_every or every,
+                   snapshot_every=tc.snapshot_every or snapshots)
 
 
 def format_duration(seconds: float | None) -> str:

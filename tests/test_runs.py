@@ -96,10 +96,10 @@ def test_describe_and_format_helpers():
     assert [runs.nice_interval(x) for x in (0.3, 7, 13.3, 100)] == [1, 5, 10, 100]
 
 
-def test_watch_defaults_only_fill_in_samples_and_checkpoints():
+def test_watch_defaults_only_fill_in_samples_checkpoints_and_snapshots():
     tc = runs.watch_defaults(TrainConfig())
-    assert (tc.sample_every, tc.checkpoint_every) == (100, 100)
-    assert {**tc.to_dict(), "sample_every": 0, "checkpoint_every": 0} == TrainConfig().to_dict()
+    assert (tc.sample_every, tc.checkpoint_every, tc.snapshot_every) == (100, 100, 200)
+    assert {**tc.to_dict(), "sample_every": 0, "checkpoint_every": 0, "snapshot_every": 0} == TrainConfig().to_dict()
     assert runs.watch_defaults(TrainConfig(sample_every=7)).sample_every == 7
 
 
