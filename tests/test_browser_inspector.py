@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_support import wait_for_app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -105,11 +106,15 @@ def test_inspector_page_renders_in_chromium(server_url):
             for tab, shot in (("Predictions", "inspector-predictions.png"), ("Head finder", "inspector-heads.png"),
                               ("Over training", "inspector-training.png")):
                 page.get_by_role("tab", name=tab).click()
-                page.wait_for_timeout(1500)
+                page.wait_for_timeout(500)
+                wait_for_app(page)  # the tabs are lazy: opening one runs its part of the page
+                page.wait_for_timeout(1000)
                 assert page.locator("[data-testid='stException']").count() == 0
                 screenshot(page, ARTIFACTS / shot)
-            # the slider's default is the final step, the grid of "Over training" is drawn
-            assert page.locator(".js-plotly-plot").count() >= 6
+            # the slider's default is the final step: the grid and the score curves of "Over training" are drawn
+            page.locator(".js-plotly-plot .heatmaplayer").first.wait_for(timeout=60_000)
+            assert page.get_by_text("Attention at step 2000").count() >= 1
+            assert page.locator(".js-plotly-plot").count() == 2
         finally:
             browser.close()
     assert (ARTIFACTS / "inspector-attention.png").stat().st_size > 10_000
