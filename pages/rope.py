@@ -82,10 +82,12 @@ fig.add_scatter(x=radius * np.cos(circle), y=radius * np.sin(circle), mode="line
 sweep = rope.pair_path(q, pair, np.linspace(0, steps, 50 * steps + 1), theta)  # fractional positions
 fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77b4", width=3),
                 name=f"angle swept from 0 to {steps}", hoverinfo="skip")
+label_every = max(1, steps // 12)  # beyond a dozen labels the numbers pile on top of each other
 for row in path.itertuples():
+    label = str(row.position) if row.position % label_every == 0 or row.position == steps else ""
     fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
                     marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),
-                    line=dict(color="rgba(31,119,180,0.35)"), text=["", str(row.position)],
+                    line=dict(color="rgba(31,119,180,0.35)"), text=["", label],
                     textposition="top center", hovertemplate=f"position {row.position}<extra></extra>")
 fig.update_layout(height=480, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=f"channel {2 * pair}",
                   yaxis_title=f"channel {2 * pair + 1}", yaxis_scaleanchor="x",

@@ -32,10 +32,12 @@ MODEL_NUMBERS = [
 ]
 MODEL_CHOICES = {
     "norm": ("Norm", {"rms": "RMSNorm", "layer": "LayerNorm"}),
-    "norm_placement": ("Norm placement", {"pre": "pre-norm: x + f(norm(x))", "post": "post-norm: norm(x + f(x))"}),
+    "norm_placement": ("Norm placement", {"pre": "pre-norm", "post": "post-norm"}),
     "position": ("Positions", {"rope": "RoPE", "learned": "learned (GPT-2)", "none": "none"}),
     "ffn": ("Feed-forward", {"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"}),
 }
+CHOICE_HELP = {"norm_placement": "pre-norm: x + f(norm(x)), the residual stream itself is never normed; "
+                                  "post-norm: norm(x + f(x)), as in the original Transformer."}
 TRAIN_NUMBERS = [
     ("steps", "Last step", 1, 1_000_000, 100,
      "Steps 0…N run, so 1500 means 1,501 updates, like the tutorial's range(1501)."),
@@ -355,7 +357,7 @@ def model_inputs(vocab: int | None) -> None:
                                    persist_state="session", format="%g" if isinstance(lo, float) else None)
     for i, (key, (label, names)) in enumerate(MODEL_CHOICES.items()):
         (a, b)[i % 2].selectbox(label, CHOICES[key], format_func=lambda v, names=names: names.get(v, v),
-                                key=f"tr_m_{key}", persist_state="session")
+                                key=f"tr_m_{key}", persist_state="session", help=CHOICE_HELP.get(key))
     st.toggle("Divide q·k by √d_head", key="tr_m_scale_attention", persist_state="session")
     d = ss.tr_m_d_model
     st.caption(f"SwiGLU keeps 8·d² parameters with d_ff = 8/3·d → {swiglu_hidden(d)}; "
