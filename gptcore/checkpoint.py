@@ -16,6 +16,7 @@ import platform
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,6 +249,37 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
     for (p, slot), value in state.items():  # only once every entry has passed
         optimizer.state[p][slot] = value
     return True
+
+
+LOCK = ".training.lock"  # holds the pid of the process training into a run folder
+
+
+def lock_holder(directory: Path) -> int | None:
+    """The pid of another live process training into directory, or None."""
+    try:
+        pid = int((Path(directory) / LOCK).read_text())
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except (OSError, ValueError):  # no lock, an unreadable one, or its process is gone
+        return None
+    return None if pid == os.getpid() else pid
+
+
+@contextmanager
+def training_lock(directory: Path):
+    """Claim directory for one training process (the app's and the command line's runs are separate processes);
+    a lock left by a process that died is taken over. Removes the folder again if nothing was saved in it."""
+    directory = Path(directory)
+    if (pid := lock_holder(directory)) is not None:
+        raise CheckpointError(f"{directory} is being trained by another process (pid {pid}); stop it first")
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = directory / LOCK
+    lock.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        if not any(directory.iterdir()):
+            directory.rmdir()
 
 
 def resumable_meta(directory: Path) -> dict:

@@ -344,7 +344,7 @@ def zip_run(path: Path) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         for file in sorted(path.rglob("*")):
-            if file.is_file() and not file.name.endswith(".tmp"):
+            if file.is_file() and not file.name.endswith(".tmp") and file.name != ckpt.LOCK:
                 z.write(file, Path(path.name) / file.relative_to(path))
     return buffer.getvalue()
 
@@ -378,13 +378,21 @@ def _refuse_live(name: str, registry: JobRegistry, action: str) -> None:
         raise ckpt.CheckpointError(f"cannot {action} {name!r} while it is training; stop it first")
 
 
+def _refuse_locked(path: Path, action: str) -> None:
+    if (pid := ckpt.lock_holder(path)) is not None:
+        raise ckpt.CheckpointError(f"cannot {action} {Path(path).name!r}: another process (pid {pid}, the command "
+                                   "line?) is training it")
+
+
 def rename_run(path: Path, new_name: str, registry: JobRegistry, root: Path | None = None) -> Path:
     _refuse_live(Path(path).name, registry, "rename")
+    _refuse_locked(path, "rename")
     return ckpt.rename_checkpoint(path, new_name, root)
 
 
 def delete_run(path: Path, registry: JobRegistry, root: Path | None = None) -> None:
     _refuse_live(Path(path).name, registry, "delete")
+    _refuse_locked(path, "delete")
     ckpt.delete_checkpoint(path, root)
 
 

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import weakref
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -380,12 +381,14 @@ class Trainer:
 
         Call it from the thread that should do the work: thread counts are per thread in torch.
         """
-        emit = on_event or (lambda kind, data: None)
-        control = control or TrainControl()
         use_threads(self.tc.threads)
-        tc, model, ctx = self.tc, self.model, self.cfg.context
-        model.train()
-        tokens_per_step = tc.batch_size * ctx
+        self.model.train()
+        with ckpt.training_lock(self.out_dir) if self.out_dir is not None else nullcontext():
+            return self._run(on_event or (lambda kind, data: None), control or TrainControl(), after_backward)
+
+    def _run(self, emit: Event, control: TrainControl, after_backward) -> str:
+        tc, model = self.tc, self.model
+        tokens_per_step = tc.batch_size * self.cfg.context
         clock = ActiveClock()
         wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
         status, sampled_at = "finished", None

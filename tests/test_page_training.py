@@ -162,7 +162,8 @@ def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
     at = page(tr_t_steps=1_000_000, tr_t_checkpoint_every=0)  # its folder appears only when it stops
     suggested = at.text_input(key="tr_name").value
     at = at.button(key="tr_start").click().run()
-    assert job_registry().get(suggested) is not None and not (root / suggested).exists()  # no checkpoint yet
+    assert job_registry().get(suggested) is not None
+    assert not (root / suggested / "model.safetensors").exists()  # no checkpoint yet: its job holds the name
     following = at.text_input(key="tr_name").value
     assert following != suggested and following.rsplit("-", 1)[0] == suggested.rsplit("-", 1)[0]
 

@@ -300,3 +300,17 @@ def test_the_shipped_model_says_why_it_cannot_continue():
     [shipped] = [r for r in runs.list_runs(root=ckpt.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
     assert not shipped.resumable
     assert shipped.why_not_resumable.startswith("shipped-tiny ships with the app and stays as it is")
+
+
+def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path):
+    run = tmp_path / "busy"
+    run.mkdir()
+    (run / "meta.json").write_text("{}")
+    (run / ckpt.LOCK).write_text(str(os.getppid()))  # say, `python -m gptcore train --resume` in a terminal
+    registry = JobRegistry()
+    message = f"another process \\(pid {os.getppid()}, the command line\\?\\) is training it"
+    for action in (lambda: runs.delete_run(run, registry, root=tmp_path),
+                   lambda: runs.rename_run(run, "other", registry, root=tmp_path)):
+        with pytest.raises(ckpt.CheckpointError, match=message):
+            action()
+    assert run.is_dir()

@@ -1,4 +1,7 @@
 import math
+import os
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 
@@ -220,3 +223,25 @@ def test_every_run_shards_over_every_core_and_two_runs_agree_bit_for_bit(monkeyp
     assert _in_new_thread(torch.get_num_threads) == CORES
     assert runs[0].history["train_loss"] == runs[1].history["train_loss"]
     assert all(torch.equal(a, b) for a, b in zip(runs[0].model.parameters(), runs[1].model.parameters()))
+
+
+def test_a_run_folder_is_trained_by_one_process_at_a_time(tmp_path):
+    run = tmp_path / "locked"
+    run.mkdir()
+    (run / ckpt.LOCK).write_text(str(os.getppid()))  # a live process that is not this one
+    trainer = Trainer(TINY, TrainConfig(steps=2, batch_size=4, final_eval=False), TEXT, out_dir=run)
+    with pytest.raises(ckpt.CheckpointError, match=f"is being trained by another process \\(pid {os.getppid()}\\)"):
+        trainer.run()
+    assert not (run / "model.safetensors").exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (run / ckpt.LOCK).write_text(str(dead.pid))  # left by a process that died: taken over
+    assert trainer.run() == "finished" and not (run / ckpt.LOCK).exists()
+
+
+def test_a_run_that_saved_nothing_leaves_no_folder(tmp_path):
+    trainer = Trainer(TINY, TrainConfig(steps=50, batch_size=4, lr=1e4, final_eval=False), TEXT,
+                      out_dir=tmp_path / "nothing")
+    with pytest.raises(Diverged):
+        trainer.run()
+    assert not (tmp_path / "nothing").exists()  # its name is free again
