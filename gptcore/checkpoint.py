@@ -15,13 +15,13 @@ import os
 import platform
 import re
 import shutil
-import tempfile
-from contextlib import contextmanager
+import uuid
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .config import ConfigError, GPTConfig
@@ -31,8 +31,6 @@ from .model import GPT, check_buildable, meta_model
 FORMAT = "gptcore-checkpoint-1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_ROOT = Path(os.environ.get("GPTCORE_CHECKPOINTS", PROJECT_ROOT / "checkpoints"))
-UMASK = os.umask(0o022)
-os.umask(UMASK)  # reading the umask means setting it: put it back at once
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -70,11 +68,14 @@ def list_checkpoints(root: Path | None = None) -> list[Path]:
 def _atomic_write(path: Path, write) -> None:
     """write(tmp_path) then rename over path: readers see the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    # created with 0o666 so it gets the umask's mode, like any new file (mkstemp's 0600 would hide it from other
+    # users); kept after writing, since a writer may replace the file with its own mode
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    mode = tmp.stat().st_mode & 0o777
     try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would hide the file from other users of the server
+        write(str(tmp))
+        os.chmod(tmp, mode)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())  # on disk before the rename makes it the file: a crash leaves old or new
         os.replace(tmp, path)
@@ -131,17 +132,20 @@ def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def _read_safetensors(path: Path, tensors: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors, header metadata) of a safetensors file (tensors={} when not asked for); never unpickles."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        return (load_file(str(path)) if tensors else {}), metadata
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+
+
 def _read_weights(path: Path):
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist")
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            metadata = f.metadata() or {}
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+    tensors, metadata = _read_safetensors(path)
     if metadata.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a gptcore checkpoint (no '{FORMAT}' metadata)")
     return tensors, metadata
@@ -223,18 +227,9 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
     """Restore the optimizer state saved with the weights of `step`; False when there is none for that step
     (no file, or one left from an earlier step by an interrupted save: the optimizer then starts fresh)."""
     path = Path(directory) / "optimizer.safetensors"
-    if not path.is_file():
+    if not path.is_file() or _read_safetensors(path, tensors=False)[1].get("step") != str(step):
         return False
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as f:
-            saved_step = (f.metadata() or {}).get("step")
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
-    if saved_step != str(step):
-        return False
+    tensors, _ = _read_safetensors(path)
     params = dict(model.named_parameters())
     state = {}
     for key, value in tensors.items():
@@ -244,7 +239,7 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
         p = params[name]
         if value.numel() != (1 if slot == "step" else p.numel()) or not value.is_floating_point():
             raise CheckpointError(f"{path}: {key} has {value.numel():,} {value.dtype} values; "
-                                  f"{name} needs {p.numel():,} floats")
+                                  f"it needs {1 if slot == 'step' else p.numel():,} floats")
         state[(p, slot)] = value.reshape(()) if slot == "step" else value.reshape(p.shape)
     for (p, slot), value in state.items():  # only once every entry has passed
         optimizer.state[p][slot] = value
@@ -258,28 +253,61 @@ def lock_holder(directory: Path) -> int | None:
     """The pid of another live process training into directory, or None."""
     try:
         pid = int((Path(directory) / LOCK).read_text())
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except (OSError, ValueError):  # no lock, an unreadable one, or its process is gone
+    except (OSError, ValueError):  # no lock, or one still being written: its writer holds it for an instant
         return None
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
     return None if pid == os.getpid() else pid
+
+
+def _claim(lock: Path) -> bool:
+    """Create the lock file with our pid, atomically; False if it exists."""
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    return True
 
 
 @contextmanager
 def training_lock(directory: Path):
     """Claim directory for one training process (the app's and the command line's runs are separate processes);
-    a lock left by a process that died is taken over. Removes the folder again if nothing was saved in it."""
+    a lock left by a process that died is taken over. On release, removes what a run that saved no checkpoint
+    leaves behind (its snapshots, which nothing can open without the model), and then the folder if empty."""
     directory = Path(directory)
-    if (pid := lock_holder(directory)) is not None:
-        raise CheckpointError(f"{directory} is being trained by another process (pid {pid}); stop it first")
     directory.mkdir(parents=True, exist_ok=True)
     lock = directory / LOCK
-    lock.write_text(str(os.getpid()))
+    if not _claim(lock):
+        if (pid := lock_holder(directory)) is not None:
+            raise CheckpointError(f"{directory} is being trained by another process (pid {pid}); stop it first")
+        lock.unlink(missing_ok=True)  # stale
+        if not _claim(lock):  # someone else took it over in between
+            raise CheckpointError(f"{directory} is being trained by another process; stop it first")
     try:
         yield
     finally:
         lock.unlink(missing_ok=True)
-        if not any(directory.iterdir()):
-            directory.rmdir()
+        clear_abandoned(directory)
+
+
+def clear_abandoned(directory: Path) -> bool:
+    """Remove what a run that never saved a checkpoint left in directory (its snapshots, which nothing can open
+    without the model, and a stale lock), then the folder if that emptied it; True if the folder is gone."""
+    directory = Path(directory)
+    if (directory / "model.safetensors").exists() or lock_holder(directory) is not None:
+        return False
+    for path in [p for _, p in list_snapshots(directory)] + [directory / LOCK]:
+        path.unlink(missing_ok=True)
+    for folder in (directory / "snapshots", directory):
+        with suppress(OSError):  # not empty (other files are not ours to delete), or already gone
+            folder.rmdir()
+    return not directory.exists()
 
 
 def resumable_meta(directory: Path) -> dict:

@@ -119,7 +119,7 @@ def cmd_train(args) -> int:
                                          **({"scale_attention": False} if args.no_scale else {})})
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
     # recorded with the run, so the app's Continue button can load the same corpus again
-    source = {"kind": "builtin", "chars": args.builtin_chars, "seed": args.builtin_seed} if args.data == "builtin" \
+    source = {"kind": "builtin", "chars": len(corpus.text), "seed": args.builtin_seed} if args.data == "builtin" \
         else {"kind": "file", "path": str(Path(args.data).resolve()), "max_chars": args.max_chars}
     trainer = RunTrainer(model_cfg or GPTConfig(), tc, corpus, source, out_dir=out,
                          resume_from=out if args.resume else None)
@@ -130,7 +130,9 @@ def cmd_train(args) -> int:
         restored = "with" if trainer.optimizer_restored else "without (it starts fresh)"
         print(f"resuming from step {trainer.start_step - 1} in {out}, {restored} the saved optimizer state")
     control = TrainControl()
-    signal.signal(signal.SIGINT, lambda *_: (control.request_stop(), signal.signal(signal.SIGINT, signal.SIG_DFL)))
+    # first Ctrl-C: finish the step, save and exit; a second one raises KeyboardInterrupt (handled in main)
+    signal.signal(signal.SIGINT,
+                  lambda *_: (control.request_stop(), signal.signal(signal.SIGINT, signal.default_int_handler)))
     progress = Progress()
 
     def on_event(kind, d):

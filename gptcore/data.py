@@ -50,23 +50,28 @@ def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES, cut
 
 
 def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES, max_chars: int | None = None) -> str:
-    """The file's text; with max_chars, only the bytes that can hold its first max_chars characters are read,
-    so a file over max_bytes is fine when only its beginning is wanted."""
+    """The file's text; with max_chars, only its beginning is read (at most max_bytes of it), so a file over
+    max_bytes is fine when only its first characters are wanted."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"no such file: {path}")
     if not path.is_file():
         raise CorpusError(f"{path} is not a regular file (a folder or a device?)")
     size = path.stat().st_size
-    wanted = size if max_chars is None else min(size, 4 * max_chars)  # UTF-8: at most 4 bytes per character
-    if wanted > max_bytes:  # checked before reading, so a huge file is never loaded
+    if max_chars is None and size > max_bytes:  # checked before reading, so a huge file is never loaded
         raise CorpusError(f"{path} is {size:,} bytes, over the limit of {max_bytes:,} bytes")
+    # UTF-8 takes at most 4 bytes per character
+    wanted = size if max_chars is None else min(size, 4 * max_chars, max_bytes)
     try:
         with open(path, "rb") as f:
             raw = f.read(wanted)
     except OSError as e:
         raise CorpusError(f"cannot read {path}: {e.strerror or e}") from None
-    return decode_corpus(raw, str(path), max_bytes, cut=wanted < size)
+    text = decode_corpus(raw, str(path), max_bytes, cut=wanted < size)
+    if max_chars is not None and len(text) < max_chars and wanted == max_bytes < size:
+        raise CorpusError(f"the first {max_chars:,} characters of {path} take more than the limit of "
+                          f"{max_bytes:,} bytes: ask for fewer")
+    return text
 
 
 def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0) -> Corpus:

@@ -315,7 +315,8 @@ class NonFiniteLogits(ValueError):
 
 
 def check_sampling(temperature: float, top_k: int | None) -> None:
-    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature) \
+            or temperature < 0:
         raise ValueError(f"temperature must be a finite number, 0 or more (0 = always the most likely character), "
                          f"got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):

@@ -245,13 +245,15 @@ class RunInfo:
     @property
     def why_not_resumable(self) -> str | None:
         """Why Continue is off for this run (None: it can continue)."""
+        if self.status in ("starting", "running", "paused", "stopping"):
+            return "It is training now."
+        if self.status == "elsewhere":
+            return f"Another process (pid {ckpt.lock_holder(self.path)}, the command line?) is training it now."
         if not self.has_weights:
             return "It has no saved weights to continue from."
         if self.name == SHIPPED:
             return (f"{SHIPPED} ships with the app and stays as it is: continue a copy of it from the command line "
                     "(checkpoints/README.md shows how).")
-        if self.status in ("starting", "running", "paused", "stopping"):
-            return "It is training now."
         if self.status == "unreadable":
             return "Its meta.json cannot be read, and the run's settings and history are kept there."
         return None
@@ -273,9 +275,11 @@ def model_summary(run: RunInfo) -> str:
         return ""
 
 
-def run_status(meta: dict, name: str, live: dict[str, str]) -> str:
-    if name in live:
-        return live[name]
+def run_status(meta: dict, path: Path, live: dict[str, str]) -> str:
+    if path.name in live:
+        return live[path.name]
+    if ckpt.lock_holder(path) is not None:
+        return "elsewhere"  # another process (the command line?) is training it
     status = str(meta.get("status", "unknown"))
     return "interrupted" if status == "running" else status
 
@@ -290,7 +294,7 @@ def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
         history = meta.get("history") or {}
         vals = [v for v in history.get("eval_val", []) if isinstance(v, (int, float)) and math.isfinite(v)]
         return RunInfo(
-            **common, status=run_status(meta, path.name, live or {}), step=int(meta.get("step", -1)),
+            **common, status=run_status(meta, path, live or {}), step=int(meta.get("step", -1)),
             total_steps=int((meta.get("train_config") or {}).get("steps", 0)), best_val=min(vals) if vals else None,
             final_val=meta.get("final_val_loss"), wall_time=float(meta.get("wall_time") or 0.0),
             params=meta.get("params"), corpus=str(meta.get("corpus", "")), meta=meta)
@@ -350,8 +354,8 @@ def zip_run(path: Path) -> bytes:
 
 
 def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
-    """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's whose folder
-    does not exist yet: a run writes it at its first checkpoint)."""
+    """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's, whose thread may
+    not have created its folder yet)."""
     root = Path(root or ckpt.CHECKPOINT_ROOT)
     base = ckpt.safe_name(base)
     n = 1
@@ -362,7 +366,7 @@ def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
 
 def new_run_dir(name: str, root: Path | None = None) -> Path:
     directory = ckpt.checkpoint_dir(name, root)
-    if directory.exists():
+    if directory.exists() and not ckpt.clear_abandoned(directory):  # (a server killed before its first save)
         raise ckpt.CheckpointError(f"a run named {directory.name!r} already exists; choose another name, "
                                    "or continue that run from the runs table")
     return directory

@@ -45,9 +45,7 @@ class TrainConfigError(ValueError):
 
 
 class Diverged(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
+    """The loss, the weights or the model's outputs became NaN or infinite."""
 
 
 @dataclass
@@ -303,6 +301,7 @@ class Trainer:
             if tc.steps <= loaded.meta["step"]:
                 raise TrainConfigError(f"the run is already at step {loaded.meta['step']:,}: "
                                        "set steps higher to continue it")
+            check_fits_in_memory(loaded.model.cfg, tc.batch_size)  # a resumed run may ask for a larger batch
             self.model, self.tokenizer = loaded.model, loaded.tokenizer
             self.model.train()
             self.history = {**new_history(), **loaded.meta["history"]}
@@ -314,13 +313,13 @@ class Trainer:
             if self.tokenizer.vocab_size < 2:
                 raise CorpusError(f"the corpus uses a single character ({text[:1]!r}): there is nothing to predict")
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
+            check_buildable(model_cfg)  # the clearer message first, for a model that is simply too big
             check_fits_in_memory(model_cfg, tc.batch_size)  # before the weights exist
             self.model, self.stream = build_model(model_cfg, tc.seed)
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
         self.unknown = self.tokenizer.unknown(text)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
         check_trainable(len(ids), self.model.cfg.context)
-        check_fits_in_memory(self.model.cfg, tc.batch_size)  # a resumed run may ask for a larger batch
         self.train_ids, self.val_ids = split_ids(ids)
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
@@ -342,11 +341,11 @@ class Trainer:
         self.model.eval()
         out = self.model.stream(torch.tensor([ids]), n_chars, temperature=temperature, generator=self.sample_gen)
         try:
-            text = prompt + self.tokenizer.decode(out)
+            return prompt + self.tokenizer.decode(out)
         except NonFiniteLogits:
             raise Diverged(f"the outputs became NaN or infinite by step {self.step}") from None
-        self.model.train(was_training)
-        return text
+        finally:
+            self.model.train(was_training)
 
     def meta(self, status: str, wall_time: float) -> dict:
         return {"step": self.step, "status": status, "history": self.history, "train_config": self.tc.to_dict(),
@@ -377,7 +376,8 @@ class Trainer:
 
     def run(self, on_event: Event | None = None, control: TrainControl | None = None,
             after_backward: Callable[["Trainer"], None] | None = None) -> str:
-        """Train to tc.steps; returns 'finished' or 'stopped'. Raises Diverged on NaN/inf loss.
+        """Train to tc.steps; returns 'finished' or 'stopped'. Raises Diverged on a NaN/inf loss, weights or outputs,
+        and CheckpointError if another process is training into out_dir.
 
         Call it from the thread that should do the work: thread counts are per thread in torch.
         """

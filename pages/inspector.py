@@ -13,8 +13,8 @@ from gptcore.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 CLEAR_SCORE = 0.3  # a head finder score below this is not called a role: uniform attention over 100 keys gives 0.01
 SCORE_SOURCES = ["the text above", "random characters, repeated"]
-KEPT_SETTINGS = {"inspect-head", "inspect-score-source", "inspect-topk", "inspect-temperature", "inspect-gen-topk",
-                 "inspect-seed", "inspect-gen-chars"}
+KEPT_SETTINGS = {"inspect-tab", "inspect-head", "inspect-score-source", "inspect-topk", "inspect-temperature",
+                 "inspect-gen-topk", "inspect-seed", "inspect-gen-chars"}
 KEPT_PER_TEXT = ("inspect-query-", "inspect-position-", "inspect-step-")  # keys that end in a length or a name
 
 
@@ -34,6 +34,12 @@ def plot(fig, key: str, filename: str) -> None:
     st.download_button("Download as HTML", lambda: fig.to_html(include_plotlyjs=True), f"{filename}.html",
                        "text/html", key=f"{key}-html", on_click="ignore", icon=":material/download:")
 
+
+# The tabs are lazy: only the open one runs, which keeps a click on this page quick. Streamlit forgets a widget
+# that was not drawn in the last run, so the settings of the closed tabs (and of every tab, when an empty text
+# stops the page early) are kept by assigning them to themselves.
+for key in [k for k in st.session_state if k in KEPT_SETTINGS or str(k).startswith(KEPT_PER_TEXT)]:
+    st.session_state[key] = st.session_state[key]
 
 st.title("Inspect a trained model")
 st.markdown(
@@ -95,10 +101,8 @@ def position_label(i: int) -> str:
     return f"{i} '{labels[i]}'"
 
 
-# The tabs are lazy: only the open one runs, which keeps a click on this page quick. Streamlit forgets a widget
-# that was not drawn in the last run, so the settings of the closed tabs are kept by assigning them to themselves.
-for key in [k for k in st.session_state if k in KEPT_SETTINGS or str(k).startswith(KEPT_PER_TEXT)]:
-    st.session_state[key] = st.session_state[key]
+if st.session_state.get("inspect-topk", 0) > cfg.vocab_size:  # a slider refuses a kept value above its new max
+    del st.session_state["inspect-topk"]
 if st.session_state.get("inspect-head") not in heads:  # (first visit, or a checkpoint with fewer heads)
     st.session_state["inspect-head"] = heads[0]
 chosen = st.session_state["inspect-head"]
@@ -106,11 +110,9 @@ layer, head = divmod(heads.index(chosen), cfg.n_head)
 source = st.session_state.setdefault("inspect-score-source", SCORE_SOURCES[0])
 
 
-def scored_run() -> ins.Inspection:
+def scored_text() -> str:
     """What the head finder scores: the text above, or random characters typed twice."""
-    if source == SCORE_SOURCES[0]:
-        return run
-    return ins.inspect_text(model, tokenizer, ins.repeated_random_text(tokenizer, cfg.context // 2))
+    return run.text if source == SCORE_SOURCES[0] else ins.repeated_random_text(tokenizer, cfg.context // 2)
 
 
 attention_tab, predictions_tab, finder_tab, training_tab = st.tabs(
@@ -217,7 +219,7 @@ if finder_tab.open:  # lazy: only the open tab computes and ships its figures
                  key="inspect-score-source",
                  help="In a random string typed twice, the second copy is predictable only by copying from "
                       "the first: the cleanest test for induction heads.")
-        scored = scored_run()
+        scored = run if source == SCORE_SOURCES[0] else ins.inspect_text(model, tokenizer, scored_text())
         if source != SCORE_SOURCES[0]:
             st.caption("Scored on this string of random characters, typed twice:")
             st.code(scored.text[: cfg.context // 2], language=None)
@@ -255,6 +257,6 @@ if training_tab.open:  # lazy: only the open tab computes and ships its figures
             snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
             plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
                  "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
-            long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored_run().text)
+            long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored_text())
             st.caption(f"Scores on {source}, as chosen in the head finder.")
             plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")

@@ -490,7 +490,8 @@ def runs_tab() -> None:
         "params": st.column_config.NumberColumn(format="localized"),
         "saved": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
     st.caption("“interrupted” means the server stopped while the run was training: its last checkpoint is "
-               "intact and it can continue from there.")
+               "intact and it can continue from there. “elsewhere” means another process, such as the command "
+               "line, is training it right now.")
     names = [r.name for r in listed]
     st.markdown("##### Compare runs")
     chosen = st.multiselect("Runs to overlay", names, default=names[:3], key="tr_compare")

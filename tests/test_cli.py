@@ -28,6 +28,10 @@ def test_a_command_line_run_records_its_corpus_so_the_app_can_continue_it(traine
     assert main(["train", "--data", str(corpus), "--steps", "1", "--out", str(out), *SMALL]) == 0
     assert ckpt.read_meta(out)["corpus_source"] == {"kind": "file", "path": str(corpus.resolve()),
                                                     "max_chars": 1_000_000}
+    cut = tmp_path / "cut"  # --max-chars also cuts the built-in stories: record what was trained on
+    assert main(["train", "--data", "builtin", "--builtin-chars", "30000", "--max-chars", "25000", "--steps", "1",
+                 "--out", str(cut), *SMALL]) == 0
+    assert ckpt.read_meta(cut)["corpus_source"]["chars"] == 25_000
 
 
 def test_training_into_a_folder_that_holds_a_model_needs_resume(trained, tmp_path, capsys):

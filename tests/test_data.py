@@ -121,6 +121,11 @@ def test_only_the_wanted_prefix_of_a_file_over_the_byte_limit_is_read(tmp_path):
     # 4 bytes per wanted character are read: 4,000 bytes end inside an "é", which is dropped, not an error
     assert read_corpus_file(big, max_bytes=5000, max_chars=1000) == "a" + "é" * 1999
     assert load_corpus(str(big), max_chars=700, max_bytes=5000).text == "a" + "é" * 699
+    with pytest.raises(CorpusError, match="the first 3,000 characters of .* take more than the limit of 5,000 bytes"):
+        read_corpus_file(big, max_bytes=5000, max_chars=3000)  # 5,000 bytes hold only 2,500 of them
+    plain = tmp_path / "plain.txt"
+    plain.write_text("a" * 6000)  # ASCII: 4,000 characters fit in the 5,000 bytes read
+    assert load_corpus(str(plain), max_chars=4000, max_bytes=5000).text == "a" * 4000
 
 
 def test_an_invalid_byte_inside_a_prefix_is_still_an_error(tmp_path):

@@ -173,3 +173,26 @@ def test_generate_streams_from_the_model_with_the_chosen_settings(shipped):
     prompt, generated = at.session_state["inspect-generated"]
     assert prompt == ins.DEFAULT_TEXT
     assert generated == ins.generate(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT, 60, 0.5, None, 7)
+
+
+def test_settings_survive_an_empty_text_and_a_checkpoint_with_fewer_characters(tmp_path, monkeypatch):
+    import shutil
+
+    from gptcore.config import GPTConfig
+    from gptcore.data import CharTokenizer
+    from gptcore.model import GPT
+
+    shutil.copytree(SHIPPED, tmp_path / "shipped-tiny")
+    small = CharTokenizer.from_text("abcdefghij Lily.")
+    ckpt.save_checkpoint(tmp_path / "small", GPT(GPTConfig(vocab_size=small.vocab_size, d_model=16, n_layer=1,
+                                                           n_head=2, d_ff=32, context=32)), small, {"step": 0})
+    monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    at = open_tab(run_page(), "Predictions")
+    at.slider(key="inspect-topk").set_value(60).run()
+    at.text_area(key="inspect-text").set_value("").run()
+    assert [e.value for e in at.error] == ["Nothing to inspect: the text is empty."]
+    at.text_area(key="inspect-text").set_value(ins.DEFAULT_TEXT).run()
+    assert at.slider(key="inspect-topk").value == 60  # kept while the page stopped early, tab included
+    at.selectbox(key="inspect-checkpoint").set_value("small").run()
+    assert not at.exception, at.exception  # 60 is above the small vocabulary's slider maximum
+    assert at.slider(key="inspect-topk").value == min(10, small.vocab_size)

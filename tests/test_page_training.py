@@ -159,7 +159,7 @@ def test_second_start_is_refused_naming_the_active_run():
 
 
 def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
-    at = page(tr_t_steps=1_000_000, tr_t_checkpoint_every=0)  # its folder appears only when it stops
+    at = page(tr_t_steps=1_000_000, tr_t_checkpoint_every=0)  # its checkpoint appears only when it stops
     suggested = at.text_input(key="tr_name").value
     at = at.button(key="tr_start").click().run()
     assert job_registry().get(suggested) is not None

@@ -314,3 +314,23 @@ def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path
         with pytest.raises(ckpt.CheckpointError, match=message):
             action()
     assert run.is_dir()
+
+
+def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free_its_name(tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "meta.json").write_text('{"status": "running", "step": 3}')
+    (busy / ckpt.LOCK).write_text(str(os.getppid()))
+    [run] = runs.list_runs(tmp_path)
+    assert run.status == "elsewhere" and f"pid {os.getppid()}" in run.why_not_resumable
+    # a server killed before its run's first checkpoint leaves a lock and snapshots, and nothing to list
+    dead = tmp_path / "dead"
+    (dead / "snapshots").mkdir(parents=True)
+    (dead / "snapshots" / "step_000000.safetensors").write_bytes(b"x")
+    (dead / ckpt.LOCK).write_text("999999999")
+    assert runs.new_run_dir("dead", tmp_path) == dead and not dead.exists()
+    (dead / "notes.txt").parent.mkdir()
+    (dead / "notes.txt").write_text("mine")  # a folder with someone's own files is not ours to clear
+    with pytest.raises(ckpt.CheckpointError, match="a run named 'dead' already exists"):
+        runs.new_run_dir("dead", tmp_path)
+    assert (dead / "notes.txt").read_text() == "mine"

@@ -84,16 +84,29 @@ def test_diverging_loss_raises_and_keeps_the_last_good_checkpoint(tmp_path):
     assert ckpt.read_meta(tmp_path / "nan")["status"] == "diverged"
 
 
-def test_a_run_diverging_before_any_checkpoint_samples_and_snapshots_nothing_broken(tmp_path):
-    """Samples and snapshots come after the update: NaN weights must stop the run before either is taken."""
+def test_nan_weights_stop_the_run_before_a_snapshot_is_taken_of_them(tmp_path):
+    """Snapshots come after the update: NaN weights must stop the run before a snapshot is taken of them."""
+    tc = TrainConfig(steps=50, batch_size=4, snapshot_every=1, checkpoint_every=1, final_eval=False, eval_every=1000)
+    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "nan")
+
+    def poison(tr):  # the update of step 3 writes NaN into the weights
+        if tr.step + 1 == 3:
+            next(tr.model.parameters()).grad.fill_(float("nan"))
+    with pytest.raises(Diverged, match="weights became NaN or infinite by step 3"):
+        trainer.run(after_backward=poison)
+    assert [s for s, _ in ckpt.list_snapshots(tmp_path / "nan")] == [0, 1, 2]
+    for _, path in ckpt.list_snapshots(tmp_path / "nan"):
+        ckpt.load_weights(path)  # a NaN snapshot would raise CheckpointError
+    assert ckpt.load_checkpoint(tmp_path / "nan").meta["step"] == 2
+
+
+def test_a_run_that_diverges_before_its_first_checkpoint_leaves_nothing(tmp_path):
     tc = TrainConfig(steps=200, batch_size=4, lr=1e4, sample_every=1, snapshot_every=1, final_eval=False,
                      eval_every=1000)
     trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "nan")
     with pytest.raises(Diverged, match="became") as caught:
         trainer.run()
-    for _, path in ckpt.list_snapshots(tmp_path / "nan"):
-        ckpt.load_weights(path)  # a NaN snapshot would raise CheckpointError
-    assert not (tmp_path / "nan" / "model.safetensors").exists()
+    assert not (tmp_path / "nan").exists()  # its snapshots cannot be opened without a model: removed, name free
     assert "No checkpoint had been saved yet, so nothing was written." in trainer.diverged_message(caught.value)
 
 
