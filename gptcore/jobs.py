@@ -156,6 +156,15 @@ class JobRegistry:
             self.jobs[name] = job
         return job.start()
 
+    def rename(self, old: str, new: str, **data) -> None:
+        """Follow a renamed run: the job of `old` (if any) is listed and shown as `new`, with data updated."""
+        with self._lock:
+            job = self.jobs.pop(old, None)
+            if job is not None:
+                self.jobs[new] = job
+        if job is not None:
+            job.update(name=new, data=data)
+
     def get(self, name: str) -> Job | None:
         with self._lock:
             return self.jobs.get(name)

@@ -137,7 +137,7 @@ def watch_defaults(tc: TrainConfig) -> TrainConfig:
 
     None of them draws from the training random stream, so the run itself is unchanged.
     """
-    every, snapshots = nice_interval(tc.steps / 15), nice_interval(tc.steps / 5)
+    every, snapshots = nice_interval(tc.steps / 15), max(1, math.ceil(tc.steps / 5))  # steps 0, s, …, 5s
     return replace(tc, sample_every=tc.sample_every or every, checkpoint_every=tc.checkpoint_every or every,
                    snapshot_every=tc.snapshot_every or snapshots)
 
@@ -256,6 +256,15 @@ class RunInfo:
                     "(checkpoints/README.md shows how).")
         if self.status == "unreadable":
             return "Its meta.json cannot be read, and the run's settings and history are kept there."
+        return None
+
+    @property
+    def why_fixed(self) -> str | None:
+        """Why the run cannot be renamed or deleted now (None: it can)."""
+        if self.name == SHIPPED:
+            return f"{SHIPPED} ships with the app and cannot be renamed or deleted here."
+        if self.status in ("starting", "running", "paused", "stopping", "elsewhere"):
+            return "It is training now: stop it first."
         return None
 
     @property
@@ -391,7 +400,9 @@ def _refuse_locked(path: Path, action: str) -> None:
 def rename_run(path: Path, new_name: str, registry: JobRegistry, root: Path | None = None) -> Path:
     _refuse_live(Path(path).name, registry, "rename")
     _refuse_locked(path, "rename")
-    return ckpt.rename_checkpoint(path, new_name, root)
+    target = ckpt.rename_checkpoint(path, new_name, root)
+    registry.rename(Path(path).name, target.name, run=target.name, out_dir=str(target))  # the sidebar and live panel
+    return target
 
 
 def delete_run(path: Path, registry: JobRegistry, root: Path | None = None) -> None:

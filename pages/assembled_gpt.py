@@ -120,12 +120,13 @@ total is **810,624**. The FFNs hold about two thirds of it; norms are a rounding
 
     # --- shapes ------------------------------------------------------------------------------------------
     st.header("3 · Shapes along the forward pass")
+    d, d_ff = cfg.d_model, cfg.d_ff
     st.markdown(
-        """
+        f"""
 Every module of the real model gets a forward hook, and one forward pass runs on PyTorch's *meta* device: each
 operation works out its output shape, but no memory is allocated and nothing is computed — so even a
-4096-wide model answers instantly. Watch the width go 128 → 384 (q, k, v in one matmul) → 128, and 128 → 344 →
-128 in the FFN; the attention pattern is (batch, heads, T, T).
+4096-wide model answers instantly. Watch the width go {d} → {3 * d} (q, k, v in one matmul) → {d}, and
+{d} → {d_ff} → {d} in the FFN; the attention pattern is (batch, heads, T, T).
 """
     )
     c1, c2, c3 = st.columns(3)

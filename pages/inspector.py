@@ -13,9 +13,7 @@ from gptcore.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 CLEAR_SCORE = 0.3  # a head finder score below this is not called a role: uniform attention over 100 keys gives 0.01
 SCORE_SOURCES = ["the text above", "random characters, repeated"]
-KEPT_SETTINGS = {"inspect-tab", "inspect-head", "inspect-score-source", "inspect-topk", "inspect-temperature",
-                 "inspect-gen-topk", "inspect-seed", "inspect-gen-chars"}
-KEPT_PER_TEXT = ("inspect-query-", "inspect-position-", "inspect-step-")  # keys that end in a length or a name
+KEEP = "session"  # persist_state of every setting: kept while its tab is closed and across pages
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading weights…")
@@ -34,12 +32,6 @@ def plot(fig, key: str, filename: str) -> None:
     st.download_button("Download as HTML", lambda: fig.to_html(include_plotlyjs=True), f"{filename}.html",
                        "text/html", key=f"{key}-html", on_click="ignore", icon=":material/download:")
 
-
-# The tabs are lazy: only the open one runs, which keeps a click on this page quick. Streamlit forgets a widget
-# that was not drawn in the last run, so the settings of the closed tabs (and of every tab, when an empty text
-# stops the page early) are kept by assigning them to themselves.
-for key in [k for k in st.session_state if k in KEPT_SETTINGS or str(k).startswith(KEPT_PER_TEXT)]:
-    st.session_state[key] = st.session_state[key]
 
 st.title("Inspect a trained model")
 st.markdown(
@@ -76,7 +68,7 @@ if meta.get("final_val_loss") is not None:
     facts.insert(1, f"final val loss {meta['final_val_loss']:.3f}")
 st.caption(" · ".join(facts) + (f"  \nTrained on {meta['corpus']}." if meta.get("corpus") else ""))
 
-text = st.text_area("Text to inspect", ins.DEFAULT_TEXT, height=100, key="inspect-text",
+text = st.text_area("Text to inspect", ins.DEFAULT_TEXT, height=100, key="inspect-text", persist_state=KEEP,
                     help="The default story names its hero twice, so a head that copies the name can show itself.")
 try:
     run = ins.inspect_text(model, tokenizer, text)
@@ -115,6 +107,7 @@ def scored_text() -> str:
     return run.text if source == SCORE_SOURCES[0] else ins.repeated_random_text(tokenizer, cfg.context // 2)
 
 
+# The tabs are lazy: only the open one runs, which keeps a click on this page quick.
 attention_tab, predictions_tab, finder_tab, training_tab = st.tabs(
     ["Attention", "Predictions", "Head finder", "Over training"], key="inspect-tab", on_change="rerun")
 
@@ -122,7 +115,7 @@ if attention_tab.open:  # lazy: only the open tab computes and ships its figures
     with attention_tab:
         st.markdown("Row *q* of a pattern is how query position *q* splits its attention over positions 0…*q*; "
                     "every row sums to 1 and the causal mask keeps everything right of the diagonal at 0.")
-        st.selectbox("Head to enlarge", heads, key="inspect-head")
+        st.selectbox("Head to enlarge", heads, key="inspect-head", persist_state=KEEP)
         plot(figs.attention_grid(run.patterns, (layer, head)), "inspect-grid", f"attention-grid-{name}")
         plot(figs.head_heatmap(run.patterns[layer, head], labels, f"{chosen}: attention pattern"),
              "inspect-head-figure", f"attention-{chosen}-{name}")
@@ -131,7 +124,7 @@ if attention_tab.open:  # lazy: only the open tab computes and ships its figures
 
         st.subheader("What one position attends to")
         query = st.select_slider("Query position", range(T), value=start_position, format_func=position_label,
-                                 key=f"inspect-query-{T}")
+                                 key=f"inspect-query-{T}", persist_state=KEEP)
         weights = run.patterns[:, :, query, : query + 1]
         rows = [(h, weights[layer, i]) for i, h in enumerate(heads[layer * cfg.n_head:(layer + 1) * cfg.n_head])]
         rows += [(f"mean of layer {layer}", weights[layer].mean(0)), ("mean of all heads", weights.mean((0, 1)))]
@@ -161,9 +154,9 @@ if predictions_tab.open:  # lazy: only the open tab computes and ships its figur
     with predictions_tab:
         st.subheader("Next-character distribution")
         position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
-                                    key=f"inspect-position-{T}")
+                                    key=f"inspect-position-{T}", persist_state=KEEP)
         # (a slider needs min < max: a one-character vocabulary has a single prediction to show)
-        k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk") \
+        k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk", persist_state=KEEP) \
             if cfg.vocab_size > 1 else 1
         top = ins.top_predictions(run.logits, tokenizer, position, k)
         context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
@@ -187,11 +180,11 @@ if predictions_tab.open:  # lazy: only the open tab computes and ships its figur
 
         st.subheader("Generate from this text")
         c1, c2, c3, c4 = st.columns(4)
-        temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature",
+        temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature", persist_state=KEEP,
                                 help="0 = always the most likely character; above 1, flatter and more surprising")
-        top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk")
-        seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed")
-        n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars")
+        top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk", persist_state=KEEP)
+        seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed", persist_state=KEEP)
+        n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars", persist_state=KEEP)
         if st.button("Generate", key="inspect-generate", type="primary"):
             st.session_state["inspect-generated"] = (text, ins.generate(
                 model, tokenizer, text, n_chars, temperature, top_k or None, seed))
@@ -216,7 +209,7 @@ if finder_tab.open:  # lazy: only the open tab computes and ships its figures
             "layer and usually appear much later in training, so a model trained for minutes may not have one yet: "
             "compare a longer run on the same text.")
         st.radio("Score the heads on", SCORE_SOURCES, horizontal=True,
-                 key="inspect-score-source",
+                 key="inspect-score-source", persist_state=KEEP,
                  help="In a random string typed twice, the second copy is predictable only by copying from "
                       "the first: the cleanest test for induction heads.")
         scored = run if source == SCORE_SOURCES[0] else ins.inspect_text(model, tokenizer, scored_text())
@@ -252,7 +245,7 @@ if training_tab.open:  # lazy: only the open tab computes and ships its figures
                     "form.")
         else:
             chosen_step = st.select_slider("Training step", [s for s, _ in snapshots], value=snapshots[-1][0],
-                                           key=f"inspect-step-{name}")
+                                           key=f"inspect-step-{name}", persist_state=KEEP)
             snap_model, snap_tokenizer, _ = dict(snapshots)[chosen_step]
             snap_run = ins.inspect_text(snap_model, snap_tokenizer, text)
             plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),

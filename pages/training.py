@@ -159,7 +159,7 @@ def start_new_run() -> None:
         runs.start_run(registry, trainer)
         ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
     except USER_ERRORS as e:
-        ss.tr_feedback = (str(e), corpus_context())
+        ss.tr_feedback = (str(e), corpus_context(), isinstance(e, JobRefused))
 
 
 def continue_run(run: runs.RunInfo) -> None:
@@ -323,6 +323,9 @@ def corpus_inputs() -> int | None:
     if kind != "builtin":
         st.number_input("Use the first N characters (0 = all)", 0, 100_000_000, step=100_000, key="tr_max_chars",
                         help="The tutorial trains on the first 1,000,000 characters.", persist_state="session")
+    if kind == "upload" and ss.get("tr_upload") is None:
+        st.info("Choose a UTF-8 text file to train on.")  # nothing went wrong yet
+        return None
     try:
         corpus, vocab = corpus_for(current_source())
     except CorpusError as e:
@@ -350,7 +353,8 @@ def download_tinystories() -> None:
             st.error(str(e))
 
 
-def model_inputs(vocab: int | None) -> None:
+def model_inputs(vocab: int | None) -> bool:
+    """Model widgets; True when the model can be built and trained here."""
     a, b = st.columns(2)
     for i, (key, label, lo, hi, step, help_) in enumerate(MODEL_NUMBERS):
         (a, b)[i % 2].number_input(label, lo, hi, step=step, key=f"tr_m_{key}", help=help_,
@@ -363,7 +367,7 @@ def model_inputs(vocab: int | None) -> None:
     st.caption(f"SwiGLU keeps 8·d² parameters with d_ff = 8/3·d → {swiglu_hidden(d)}; "
                f"a ReLU/GELU MLP uses 4·d = {4 * d}.")
     if vocab is None:
-        return
+        return False
     try:
         cfg = model_config(vocab)
         st.markdown(f"**{runs.count_params(cfg):,} parameters** with this corpus's {vocab} characters",
@@ -374,8 +378,10 @@ def model_inputs(vocab: int | None) -> None:
                        f"character each, {2 * cfg.d_model} per character in all.")
         check_buildable(cfg)
         check_fits_in_memory(cfg, ss.tr_t_batch_size)
+        return True
     except ValueError as e:
         st.error(str(e))
+        return False
 
 
 def train_inputs() -> None:
@@ -407,21 +413,23 @@ def new_run_tab() -> None:
         vocab = corpus_inputs()
     with model_col:
         st.markdown("##### Model")
-        model_inputs(vocab)
+        buildable = model_inputs(vocab)
     with train_col:
         st.markdown("##### Training")
         train_inputs()
     name, start = st.columns([3, 1], vertical_alignment="bottom")
     name.text_input("Run name (its checkpoint folder)", key="tr_name", max_chars=64, persist_state="session")
     start.button("Start training", key="tr_start", type="primary", on_click=start_new_run, width="stretch",
-                 disabled=vocab is None)
+                 disabled=not buildable)
     try:
         if (folder := ckpt.safe_name(ss.tr_name)) != ss.tr_name:
             st.caption(f"Saved as **{folder}** (letters, digits, '.', '_' and '-' only).")
     except ckpt.CheckpointError as e:
         st.caption(str(e))
-    if ss.get("tr_feedback") and ss.tr_feedback[1] == corpus_context():  # (a message about another corpus: gone)
-        st.error(ss.tr_feedback[0])
+    message, context, refused = ss.get("tr_feedback") or (None, None, False)
+    # gone once it no longer applies: an error about another corpus, a refusal by a job that has ended
+    if message and context == corpus_context() and not (refused and registry.active() is None):
+        st.error(message)
     st.caption(f"Checkpoints are written to `{ckpt.CHECKPOINT_ROOT}/<run name>/`.")
 
 
@@ -466,14 +474,16 @@ def manage_run(run: runs.RunInfo) -> None:
         st.button("Continue", key="tr_continue", on_click=continue_run, args=(run,), disabled=not run.resumable)
     with rename:
         st.markdown("**Rename**")
-        st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name)
-        st.button("Rename", key="tr_rename", on_click=rename_run, args=(run,))
+        st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name, disabled=bool(run.why_fixed))
+        st.button("Rename", key="tr_rename", on_click=rename_run, args=(run,), disabled=bool(run.why_fixed))
+        if run.why_fixed:
+            st.caption(run.why_fixed)
     with files:
         st.markdown("**Download or delete**")
         st.download_button("Download checkpoint (.zip)", data=lambda: runs.zip_run(run.path),
                            file_name=f"{run.name}.zip", mime="application/zip", key="tr_download_zip",
                            on_click="ignore", disabled=not run.has_weights)
-        sure = st.checkbox("I really want to delete it", key="tr_delete_sure")
+        sure = st.checkbox("I really want to delete it", key="tr_delete_sure", disabled=bool(run.why_fixed))
         st.button("Delete", key="tr_delete", on_click=delete_run, args=(run,), disabled=not sure)
 
 
@@ -493,8 +503,14 @@ def runs_tab() -> None:
                "intact and it can continue from there. “elsewhere” means another process, such as the command "
                "line, is training it right now.")
     names = [r.name for r in listed]
+    appeared = [n for n in names if n not in ss.get("tr_runs_seen", names)]  # newest first, like the table
+    ss.tr_runs_seen = names
+    ss.tr_compare = [n for n in ss.get("tr_compare", names[:3]) if n in names]  # (deleted or renamed runs go)
+    if appeared:  # a run that appeared since the last look is the one to compare and manage
+        ss.tr_compare = (appeared + ss.tr_compare)[:3]
+        ss.tr_manage = appeared[0]
     st.markdown("##### Compare runs")
-    chosen = st.multiselect("Runs to overlay", names, default=names[:3], key="tr_compare")
+    chosen = st.multiselect("Runs to overlay", names, key="tr_compare")
     frame = runs.run_curves([r for r in listed if r.name in chosen])
     if len(frame):
         st.plotly_chart(overlay_figure(frame), key="tr_compare_chart")

@@ -156,6 +156,9 @@ def test_second_start_is_refused_naming_the_active_run():
     at = start(at, "third")
     assert texts(at.error)[0].startswith("'first' (train) is paused, not finished; stop it, or resume it")
     assert set(job_registry().jobs) == {"first"}
+    job_registry().get("first").stop()
+    finish("first")
+    assert not at.run().error  # the refusal went with the job that caused it
 
 
 def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
@@ -197,6 +200,7 @@ def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
     assert not at.error and "500 characters" in " ".join(texts(at.caption))
 
     at.radio(key="tr_source").set_value("upload").run()
+    assert not at.error and "Choose a UTF-8 text file to train on." in texts(at.info)  # nothing wrong yet
     at.file_uploader(key="tr_upload").upload("short.txt", b"Once upon a time, Lucy had a cat.", "text/plain")
     at.run()
     assert not at.error and "33 characters" in " ".join(texts(at.caption))
@@ -244,13 +248,31 @@ def test_rename_and_delete_from_the_page(root):
     assert not at.error
     assert ckpt.load_checkpoint(root / "new-name").meta["step"] == 20 and not (root / "old").exists()
     assert "Saved as" not in " ".join(texts(at.caption))
-    assert any("**old**, was renamed or deleted since it ended" in i.value for i in at.info)  # not "old · finished"
+    assert "#### new-name · finished" in texts(at.markdown)  # the live panel (and the sidebar) follow the rename
+    assert job_registry().get("old") is None and job_registry().get("new-name") is not None
     assert at.selectbox(key="tr_manage").value == "new-name"
     assert at.button(key="tr_delete").disabled
     at.checkbox(key="tr_delete_sure").check().run()
     at.button(key="tr_delete").click().run()
     assert not (root / "new-name").exists()
+    assert any("**new-name**, was renamed or deleted since it ended" in i.value for i in at.info)
     assert "No saved runs" in at.info[-1].value
+
+
+def test_a_new_run_is_compared_and_managed_and_the_shipped_one_cannot_be_renamed(root):
+    import shutil
+
+    shutil.copytree(ckpt.PROJECT_ROOT / "checkpoints" / runs.SHIPPED, root / runs.SHIPPED)
+    at = page()
+    assert at.selectbox(key="tr_manage").value == runs.SHIPPED
+    assert at.button(key="tr_rename").disabled and at.checkbox(key="tr_delete_sure").disabled
+    assert f"{runs.SHIPPED} ships with the app and cannot be renamed or deleted here." in texts(at.caption)
+    at = start(at, "fresh")
+    finish("fresh")
+    at.run()
+    assert at.selectbox(key="tr_manage").value == "fresh"
+    assert at.multiselect(key="tr_compare").value[0] == "fresh"
+    assert not at.button(key="tr_rename").disabled
 
 
 def sidebar_line(name: str) -> str:
@@ -348,3 +370,4 @@ def test_the_parameter_count_is_explained_and_checked_before_start():
         at.number_input(key=key).set_value(value)
     at.run()
     assert any("parameters (" in e.value and "the limit is 100,000,000" in e.value for e in at.error)
+    assert at.button(key="tr_start").disabled

@@ -98,7 +98,7 @@ def test_describe_and_format_helpers():
 
 def test_watch_defaults_only_fill_in_samples_checkpoints_and_snapshots():
     tc = runs.watch_defaults(TrainConfig())
-    assert (tc.sample_every, tc.checkpoint_every, tc.snapshot_every) == (100, 100, 200)
+    assert (tc.sample_every, tc.checkpoint_every, tc.snapshot_every) == (100, 100, 300)  # 6 snapshots: 0…1500
     assert {**tc.to_dict(), "sample_every": 0, "checkpoint_every": 0, "snapshot_every": 0} == TrainConfig().to_dict()
     assert runs.watch_defaults(TrainConfig(sample_every=7)).sample_every == 7
 
