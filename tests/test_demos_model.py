@@ -1,4 +1,5 @@
 """gptcore.demos for the model pages: FFN/SwiGLU, norms, the assembled GPT, hyperparameters."""
+import dataclasses
 import math
 
 import pytest
@@ -176,9 +177,13 @@ def test_default_d_ff_and_the_total_label_follow_the_config():
         parts = anatomy.parameter_parts(anatomy.ModelShape.from_config(GPTConfig(**changes)))
         return parts.set_index("part").loc["total", "formula"]
 
-    assert total_label() == "embedding + blocks + final norm + head"
-    assert total_label(norm_placement="post") == "embedding + blocks + head"
-    assert total_label(position="learned") == "embedding + positions + blocks + final norm + head"
+    assert total_label() == "token embedding + all 4 blocks + final RMSNorm + output head"
+    assert total_label(norm_placement="post") == "token embedding + all 4 blocks + output head"  # no final norm
+    assert total_label(position="learned", norm="layer") == \
+        "token embedding + position embedding + all 4 blocks + final LayerNorm + output head"
+    shape = anatomy.ModelShape.from_config(GPTConfig())
+    tied = anatomy.parameter_parts(dataclasses.replace(shape, tied_head=True)).set_index("part")
+    assert tied.loc["total", "formula"] == "token embedding + all 4 blocks + final RMSNorm"  # the head adds nothing
 
 def test_forward_shapes_come_from_the_real_forward():
     shapes = anatomy.forward_shapes(GPTConfig(), batch=2, T=16).set_index("module")["output shape"]

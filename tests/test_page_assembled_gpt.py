@@ -90,9 +90,9 @@ def test_d_ff_field_shows_the_width_in_use_and_follows_the_ffn():
 def test_total_row_names_what_it_adds():
     at = run_page("assembled_gpt.py")
     total = frame(at, "counted in GPT").set_index("part").loc["total", "formula"]
-    assert total == "embedding + blocks + final norm + head"
+    assert total == "token embedding + all 4 blocks + final RMSNorm + output head"
     at.selectbox(key="gpt-placement").set_value("post").run()
     at.selectbox(key="gpt-position").set_value("learned").run()
     parts = frame(at, "counted in GPT").set_index("part")
-    assert parts.loc["total", "formula"] == "embedding + positions + blocks + head"  # post-norm: no final norm
+    assert parts.loc["total", "formula"] == "token embedding + position embedding + all 4 blocks + output head"
     assert not any(p.startswith("final") for p in parts.index)

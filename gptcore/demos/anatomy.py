@@ -73,10 +73,8 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     else:
         rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0),
                      False))
-    total = sum(count for part, _, count, per_block in rows if not per_block)
-    summed = ["embedding"] + (["positions"] if s.position == "learned" else []) + ["blocks"]
-    summed += (["final norm"] if s.norm_placement == "pre" else []) + ["head"]  # post-norm has no final norm
-    rows.append(("total", " + ".join(summed), total, False))
+    summed = [(part, count) for part, _, count, per_block in rows if not per_block and count]  # (a tied head adds 0)
+    rows.append(("total", " + ".join(part for part, _ in summed), sum(count for _, count in summed), False))
     return pd.DataFrame(rows, columns=["part", "formula", "parameters", "per block"])
 
 
