@@ -85,7 +85,7 @@ fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77
 label_every = max(1, steps // 12)  # beyond a dozen labels the numbers pile on top of each other
 first_turn = 2 * np.pi / path["angle (rad)"][1] if steps else np.inf  # positions after it land on earlier ones
 for row in path.itertuples():
-    labelled = row.position % label_every == 0 and row.position < first_turn or row.position == steps
+    labelled = row.position % label_every == 0 and row.position + label_every / 2 < first_turn or row.position == steps
     label = str(row.position) if labelled else ""
     fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
                     marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),
