@@ -302,12 +302,13 @@ def meta_model(cfg: GPTConfig) -> GPT:
 MAX_PARAMS = 100_000_000
 
 
-def check_buildable(cfg: GPTConfig) -> None:
-    """Refuse, before any memory is allocated, a config whose weights would not fit the cap."""
+def check_buildable(cfg: GPTConfig) -> int:
+    """Refuse, before any memory is allocated, a config whose weights would not fit the cap; its parameter count."""
     n = meta_model(cfg).num_params()
     if n > MAX_PARAMS:
         raise ConfigError(f"this model would have {n:,} parameters ({n * 4 / 1e9:.1f} GB of weights); "
                           f"the limit is {MAX_PARAMS:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.")
+    return n
 
 
 class NonFiniteLogits(ValueError):

@@ -23,7 +23,7 @@ from .baselines import bigram_val_loss, uniform_loss
 from .config import GPTConfig
 from .data import (DOWNLOAD_CACHE, TINYSTORIES_VALID_URL, Corpus, CorpusError, builtin_corpus, decode_corpus,
                    download_tinystories_valid, load_corpus, unknown_warning)
-from .jobs import Job, JobRefused, JobRegistry
+from .jobs import ACTIVE, Job, JobRefused, JobRegistry
 from .model import meta_model
 from .train import Diverged, TrainConfig, Trainer
 
@@ -245,7 +245,7 @@ class RunInfo:
     @property
     def why_not_resumable(self) -> str | None:
         """Why Continue is off for this run (None: it can continue)."""
-        if self.status in ("starting", "running", "paused", "stopping"):
+        if self.status in ACTIVE:
             return "It is training now."
         if self.status == "elsewhere":
             return f"Another process (pid {ckpt.lock_holder(self.path)}, the command line?) is training it now."
@@ -263,7 +263,7 @@ class RunInfo:
         """Why the run cannot be renamed or deleted now (None: it can)."""
         if self.name == SHIPPED:
             return f"{SHIPPED} ships with the app and cannot be renamed or deleted here."
-        if self.status in ("starting", "running", "paused", "stopping", "elsewhere"):
+        if self.status in (*ACTIVE, "elsewhere"):
             return "It is training now: stop it first."
         return None
 

@@ -23,7 +23,7 @@ import torch
 from . import checkpoint as ckpt
 from .config import GPTConfig
 from .data import CharTokenizer, CorpusError, check_trainable, get_batch, split_ids
-from .model import GPT, NonFiniteLogits, check_buildable, meta_model
+from .model import GPT, NonFiniteLogits, check_buildable
 from .optim import make_optimizer, set_lr
 
 INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one builder at a time
@@ -129,11 +129,11 @@ def build_model(cfg: GPTConfig, seed: int) -> tuple[GPT, torch.Generator]:
     return model, stream
 
 
-def step_memory_bytes(cfg: GPTConfig, batch_size: int) -> int:
+def step_memory_bytes(cfg: GPTConfig, batch_size: int, n_params: int) -> int:
     """Rough size of one training step: weights, gradients and two optimizer moments, plus the activations
     autograd keeps (about 14·d_model + 4·d_ff floats per token per layer, and the logits twice)."""
     per_token = cfg.n_layer * (14 * cfg.d_model + 4 * cfg.d_ff) + 4 * cfg.d_model + 2 * cfg.vocab_size
-    return 4 * (4 * meta_model(cfg).num_params() + batch_size * cfg.context * per_token)
+    return 4 * (4 * n_params + batch_size * cfg.context * per_token)
 
 
 def physical_memory() -> int | None:
@@ -144,8 +144,9 @@ def physical_memory() -> int | None:
 
 
 def check_fits_in_memory(cfg: GPTConfig, batch_size: int) -> None:
-    """Refuse a run whose step would take more than half of this machine's memory, before it starts."""
-    need, have = step_memory_bytes(cfg, batch_size), physical_memory()
+    """Refuse, before anything is allocated, a model over the parameter cap (check_buildable, the clearer
+    message) or a run whose step would take more than half of this machine's memory."""
+    need, have = step_memory_bytes(cfg, batch_size, check_buildable(cfg)), physical_memory()
     if have and need > have // 2:
         raise TrainConfigError(
             f"one training step would need about {need / 1e9:.1f} GB (batch {batch_size} × context {cfg.context}, "
@@ -313,7 +314,6 @@ class Trainer:
             if self.tokenizer.vocab_size < 2:
                 raise CorpusError(f"the corpus uses a single character ({text[:1]!r}): there is nothing to predict")
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
-            check_buildable(model_cfg)  # the clearer message first, for a model that is simply too big
             check_fits_in_memory(model_cfg, tc.batch_size)  # before the weights exist
             self.model, self.stream = build_model(model_cfg, tc.seed)
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0

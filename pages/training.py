@@ -11,7 +11,6 @@ from gptcore.config import CHOICES, GPTConfig, swiglu_hidden
 from gptcore.data import CorpusError
 from gptcore.jobs import JobRefused
 from gptcore.recipes import RECIPES
-from gptcore.model import check_buildable
 from gptcore.train import TrainConfig, check_fits_in_memory
 from gptcore.ui import job_registry
 
@@ -253,7 +252,8 @@ def live_panel() -> None:
         st.info("Nothing has trained in this server session yet. Pick a preset under **New run** and press Start.")
         return
     s = job.snapshot()
-    if s.status in ("finished", "stopped") and not Path(s.data.get("out_dir", "")).exists():  # both save one
+    # a finished or stopped run has saved its folder, so a missing one was renamed or deleted
+    if s.status in ("finished", "stopped") and not Path(s.data.get("out_dir", "")).exists():
         st.info(f"The last run of this session, **{s.name}**, was renamed or deleted since it ended: "
                 "see **Runs and checkpoints**.")
         return
@@ -376,7 +376,6 @@ def model_inputs(vocab: int | None) -> bool:
             st.caption(f"The tutorial's {runs.count_params(TUTORIAL):,} are at TinyStories' {TUTORIAL.vocab_size} "
                        f"characters: the embedding and the output head hold d_model = {cfg.d_model} numbers per "
                        f"character each, {2 * cfg.d_model} per character in all.")
-        check_buildable(cfg)
         check_fits_in_memory(cfg, ss.tr_t_batch_size)
         return True
     except ValueError as e:
