@@ -1,8 +1,8 @@
 """Entry point: `streamlit run app.py`. Navigation and the sidebar shared by every page."""
-import gptcore  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported anywhere)
 import streamlit as st
 
-from gptcore.ui import sidebar
+import gptcore  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported anywhere)
+from explorer.ui import sidebar
 
 st.set_page_config(page_title="GPT Explorer", page_icon=":material/hub:", layout="wide")
 
@@ -28,7 +28,7 @@ PAGES = {
 nav = st.navigation({section: pages for section, pages in PAGES.items() if pages})
 sidebar()
 # Imported only now, with the navigation on screen: it loads torch (about a second on a fresh server).
-from gptcore.train import use_threads  # noqa: E402
+from gptcore.threads import use_threads  # noqa: E402
 
 # Each rerun gets a fresh thread, which starts with the thread count set last anywhere (say a one-thread demo
 # job's): the page's own torch work (inspector, generation, demos) should use every core.

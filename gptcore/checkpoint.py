@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from .config import ConfigError, GPTConfig
 from .data import CharTokenizer
+from .errors import UserError
 from .model import GPT, check_buildable, meta_model
 
 FORMAT = "gptcore-checkpoint-1"
@@ -34,7 +35,7 @@ CHECKPOINT_ROOT = Path(os.environ.get("GPTCORE_CHECKPOINTS", PROJECT_ROOT / "che
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be saved or loaded, with a message naming the problem."""
 
 

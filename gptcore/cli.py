@@ -10,11 +10,13 @@ from pathlib import Path
 import torch
 
 from . import checkpoint as ckpt
-from .config import ConfigError, GPTConfig
+from .config import GPTConfig
 from .data import CorpusError, load_corpus, split_ids, unknown_warning
+from .errors import UserError
 from .recipes import RECIPES
 from .runs import RunTrainer
-from .train import Diverged, TrainConfig, TrainConfigError, TrainControl, evaluate
+from .sources import CorpusSource
+from .train import Diverged, TrainConfig, TrainControl, evaluate
 
 MODEL_FLAGS = {"d_model": int, "n_layer": int, "n_head": int, "d_ff": int, "context": int, "norm": str,
                "norm_placement": str, "position": str, "ffn": str, "rope_theta": float}
@@ -119,8 +121,8 @@ def cmd_train(args) -> int:
                                          **({"scale_attention": False} if args.no_scale else {})})
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
     # recorded with the run, so the app's Continue button can load the same corpus again
-    source = {"kind": "builtin", "chars": len(corpus.text), "seed": args.builtin_seed} if args.data == "builtin" \
-        else {"kind": "file", "path": str(Path(args.data).resolve()), "max_chars": args.max_chars}
+    source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed) if args.data == "builtin" \
+        else CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=args.max_chars)
     trainer = RunTrainer(model_cfg or GPTConfig(), tc, corpus, source, out_dir=out,
                          resume_from=out if args.resume else None)
     if warning := unknown_warning(trainer.unknown):
@@ -208,7 +210,7 @@ def main(argv=None) -> int:
         return run_bench(args)
     try:
         return commands[args.command](args)
-    except (CorpusError, ConfigError, TrainConfigError, ckpt.CheckpointError, ValueError) as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C during training, or one before it started: files are written atomically

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from .errors import UserError
+
 CHOICES = {
     "norm": ("rms", "layer"),
     "norm_placement": ("pre", "post"),
@@ -14,7 +16,7 @@ CHOICES = {
 LIMITS = {"vocab_size": 100_000, "d_model": 4096, "n_layer": 64, "n_head": 64, "d_ff": 16384, "context": 8192}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A model configuration that cannot be built, with a message fit for the UI."""
 
 
@@ -75,7 +77,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
+    def from_dict(cls, data: dict) -> GPTConfig:
         if not isinstance(data, dict):
             raise ConfigError("model config must be a JSON object")
         known = {f.name for f in fields(cls)}

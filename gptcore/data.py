@@ -4,11 +4,13 @@ from __future__ import annotations
 import os
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
+
+from .errors import UserError
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TINYSTORIES_VALID_URL = (
@@ -17,7 +19,7 @@ TINYSTORIES_VALID_URL = (
 DOWNLOAD_CACHE = Path(os.environ.get("GPTCORE_CACHE", Path.home() / ".cache" / "gptcore"))
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """A corpus that cannot be trained on, with a message naming the problem."""
 
 
@@ -137,7 +139,7 @@ class CharTokenizer:
         self.stoi = {c: i for i, c in enumerate(self.chars)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
+    def from_text(cls, text: str) -> CharTokenizer:
         return cls(sorted(set(text)))
 
     @property
@@ -157,7 +159,7 @@ class CharTokenizer:
         return {"type": "char", "chars": self.chars}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CharTokenizer":
+    def from_dict(cls, data: dict) -> CharTokenizer:
         if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
             raise ValueError("tokenizer must be {'type': 'char', 'chars': [...]}")
         return cls(data["chars"])

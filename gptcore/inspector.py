@@ -21,6 +21,7 @@ from safetensors import SafetensorError, safe_open
 
 from . import checkpoint as ckpt
 from .data import CharTokenizer
+from .errors import InputError
 from .model import GPT
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
@@ -60,9 +61,9 @@ def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torc
 def inspect_text(model: GPT, tokenizer: CharTokenizer, text: str) -> Inspection:
     ids, unknown, truncated = prepare_ids(tokenizer, text, model.cfg.context)
     if not text:
-        raise ValueError("the text is empty")
+        raise InputError("the text is empty")
     if not ids:
-        raise ValueError("the text has no character the model knows")
+        raise InputError("the text has no character the model knows")
     ids = torch.tensor(ids, dtype=torch.long)
     logits, patterns = patterns_from_ids(model, ids)
     return Inspection(tokenizer.decode(ids), ids, logits, patterns, unknown, truncated)
@@ -167,7 +168,7 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, te
     """Sample n_chars continuing the prompt with model.stream, from a private generator seeded with seed."""
     ids = tokenizer.encode(prompt)
     if not ids:
-        raise ValueError("the prompt has no character the model knows")
+        raise InputError("the prompt has no character the model knows")
     generator = torch.Generator().manual_seed(seed)
     with MODEL_LOCK:
         new = list(model.stream(torch.tensor([ids]), n_chars, temperature=temperature, top_k=top_k,

@@ -6,14 +6,15 @@ then head), so with the same seed PyTorch's default init draws the very same wei
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ConfigError, GPTConfig
+from .errors import InputError
 
 
 class HookPoint(nn.Module):
@@ -318,10 +319,10 @@ class NonFiniteLogits(ValueError):
 def check_sampling(temperature: float, top_k: int | None) -> None:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature) \
             or temperature < 0:
-        raise ValueError(f"temperature must be a finite number, 0 or more (0 = always the most likely character), "
+        raise InputError(f"temperature must be a finite number, 0 or more (0 = always the most likely character), "
                          f"got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise ValueError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
+        raise InputError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
 
 
 def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:

@@ -1,11 +1,12 @@
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 import streamlit as st
+from plotly.colors import qualitative
 
+from explorer.ui import quiz, show_source
 from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
+from gptcore.errors import UserError
 from gptcore.model import GPT, Attention, Block
-from gptcore.ui import quiz, show_source
 
 TUTORIAL = GPTConfig()
 LABELS = {"rms": "RMSNorm", "layer": "LayerNorm", "pre": "pre-norm", "post": "post-norm", "rope": "RoPE",
@@ -136,7 +137,7 @@ operation works out its output shape, but no memory is allocated and nothing is 
     try:
         st.dataframe(forward_shapes(cfg, int(batch), int(T), every_block), hide_index=True, key="gpt-shapes",
                      column_config={"own parameters": st.column_config.NumberColumn(format="localized")})
-    except ValueError as e:
+    except UserError as e:
         st.error(str(e))
     show_source(anatomy.forward_shapes, Block)
 

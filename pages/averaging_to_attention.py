@@ -4,11 +4,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.demo_plots import weights_heatmap
+from explorer.jobs import JobRefused
+from explorer.ui import job_progress, job_registry, quiz, show_source
 from gptcore.demos import averaging as avg
-from gptcore.demos.plots import weights_heatmap
-from gptcore.jobs import JobRefused
 from gptcore.model import Attention
-from gptcore.ui import job_progress, job_registry, quiz, show_source
 
 LEAK_JOB = "causal vs no mask"
 text_attention = st.cache_data(avg.text_attention)

@@ -1,11 +1,11 @@
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 import streamlit as st
+from plotly.subplots import make_subplots
 
+from explorer.ui import quiz, show_source
 from gptcore.config import ConfigError, swiglu_hidden
 from gptcore.demos import ffn
 from gptcore.model import FeedForward
-from gptcore.ui import quiz, show_source
 
 MULTIPLES = [1, 8, 64, 128, 256]
 COLORS = {"ReLU": "#7f7f7f", "GELU": "#2ca02c", "SiLU": "#d62728"}

@@ -1,7 +1,6 @@
 import streamlit as st
 
-import gptcore.ui  # noqa: F401  (routes a deep link on a fresh server through app.py)
-
+import explorer.ui  # noqa: F401  (routes a deep link on a fresh server through app.py)
 from gptcore.config import GPTConfig
 from gptcore.model import GPT
 

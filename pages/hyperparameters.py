@@ -1,9 +1,9 @@
-from plotly.subplots import make_subplots
 import streamlit as st
+from plotly.subplots import make_subplots
 
+from explorer.ui import quiz, show_source
 from gptcore.demos import hyperparams as hp
 from gptcore.demos.anatomy import ModelShape
-from gptcore.ui import quiz, show_source
 
 PATCH_COLORS = {"no patch": "#7f7f7f", "QK-norm": "#1f77b4", "soft-cap": "#d62728"}
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]

@@ -3,12 +3,13 @@ from pathlib import Path
 
 import streamlit as st
 
+from explorer import inspector_figures as figs
+from explorer.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
-from gptcore import inspector_figures as figs
 from gptcore.data import unknown_warning
+from gptcore.errors import UserError
 from gptcore.model import GPT
-from gptcore.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 CLEAR_SCORE = 0.3  # a head finder score below this is not called a role: uniform attention over 100 keys gives 0.01
@@ -72,7 +73,7 @@ text = st.text_area("Text to inspect", ins.DEFAULT_TEXT, height=100, key="inspec
                     help="The default story names its hero twice, so a head that copies the name can show itself.")
 try:
     run = ins.inspect_text(model, tokenizer, text)
-except ValueError as e:
+except UserError as e:
     st.error(f"Nothing to inspect: {e}.")
     st.stop()
 if warning := unknown_warning(run.unknown):

@@ -1,9 +1,10 @@
 import streamlit as st
 
+from explorer.demo_plots import heatmap_row
+from explorer.ui import show_source
 from gptcore.demos import multihead as mh
-from gptcore.demos.plots import heatmap_row
+from gptcore.errors import UserError
 from gptcore.model import Attention
-from gptcore.ui import show_source
 
 T, D = 5, 8  # the tutorial's sequence length and width
 
@@ -50,7 +51,7 @@ with those weights: is `attn(x)[perm]` equal to `attn(x[perm])`?
 perm_text = st.text_input(f"New order of the positions 0–{T - 1}", "4, 2, 0, 1, 3", key="mh-perm")
 try:
     perm = mh.parse_permutation(perm_text, T)
-except ValueError as e:
+except UserError as e:
     st.error(f"Cannot use that order: {e}.")
     perm = None
 

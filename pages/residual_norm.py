@@ -3,10 +3,10 @@ import time
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.jobs import JobRefused
+from explorer.ui import job_progress, job_registry, show_source
 from gptcore.demos import norms
-from gptcore.jobs import JobRefused
 from gptcore.model import Block, RMSNorm
-from gptcore.ui import job_progress, job_registry, show_source
 
 RACE_KIND = "norm race"
 COLORS = {v.label: c for v, c in zip(norms.ALL_VARIANTS, ("#1f77b4", "#17becf", "#d62728", "#ff7f0e"))}

@@ -2,10 +2,10 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.demo_plots import weights_heatmap
+from explorer.ui import quiz, show_source
 from gptcore.demos import rope
-from gptcore.demos.plots import weights_heatmap
 from gptcore.model import apply_rope, rope_frequencies, rope_tables
-from gptcore.ui import quiz, show_source
 
 D = 64  # the tutorial's vector width
 GRID = 48  # positions in the score heatmaps

@@ -3,10 +3,10 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
+from explorer.demo_plots import weights_heatmap
+from explorer.ui import show_source
 from gptcore.demos import scaling
-from gptcore.demos.plots import weights_heatmap
 from gptcore.model import Attention
-from gptcore.ui import show_source
 
 DIMS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 N_KEYS = 32

@@ -2,23 +2,25 @@
 from dataclasses import replace
 from pathlib import Path
 
-import plotly.graph_objects as go
 import streamlit as st
 
+from explorer import training
+from explorer.jobs import JobRefused
+from explorer.ui import job_registry, show_failure
 from gptcore import checkpoint as ckpt
 from gptcore import runs
 from gptcore.config import CHOICES, GPTConfig, swiglu_hidden
-from gptcore.data import CorpusError
-from gptcore.jobs import JobRefused
+from gptcore.data import DOWNLOAD_CACHE, CorpusError
+from gptcore.describe import count_params, describe_model, format_duration
+from gptcore.errors import UserError
 from gptcore.recipes import RECIPES
+from gptcore.sources import CorpusSource, tinystories_cached
 from gptcore.train import TrainConfig, check_fits_in_memory
-from gptcore.ui import job_registry
 
 ss = st.session_state
 registry = job_registry()
-# Every problem a user can cause (bad corpus, config, name, a job already running) is a ValueError
-# subclass or JobRefused; anything else is a bug and should show its traceback.
-USER_ERRORS = (ValueError, JobRefused)
+SOURCE_KINDS = {"builtin": "Built-in stories", "upload": "Upload a text file", "file": "A file on the server",
+                "tinystories": "TinyStories validation split (download)"}
 
 # (key, label, min, max, step, help); ints and floats must not be mixed within one widget
 MODEL_NUMBERS = [
@@ -63,7 +65,6 @@ TRAIN_NUMBERS = [
     ("threads", "CPU threads", 0, 256, 1,
      "0 = every core. Each thread computes the gradients of its own slice of each batch."),
 ]
-LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
 TUTORIAL = GPTConfig()
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
@@ -107,35 +108,30 @@ def train_config() -> TrainConfig:
                                   "optimizer": ss.tr_t_optimizer})
 
 
-def current_source() -> dict:
+def current_source() -> CorpusSource:
     kind, max_chars = ss.tr_source, ss.tr_max_chars or None
-    if kind == "builtin":
-        return {"kind": kind, "chars": ss.tr_builtin_chars, "seed": ss.tr_builtin_seed}
-    if kind == "file":
-        return {"kind": kind, "path": ss.tr_path.strip(), "max_chars": max_chars}
-    if kind == "upload":
-        upload = ss.get("tr_upload")
-        return {"kind": kind, "name": upload.name if upload else None, "max_chars": max_chars}
-    return {"kind": kind, "max_chars": max_chars}
+    upload = ss.get("tr_upload")
+    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed, path=ss.tr_path.strip(),
+                        name=upload.name if upload else "", max_chars=None if kind == "builtin" else max_chars)
 
 
-def file_stamp(source: dict):
+def file_stamp(source: CorpusSource):
     """Changes when the file changes, so the corpus cache never serves stale text."""
-    path = Path(source.get("path") or "")
-    return (path.stat().st_mtime, path.stat().st_size) if source.get("kind") == "file" and path.is_file() else None
+    path = Path(source.path)
+    return (path.stat().st_mtime, path.stat().st_size) if source.kind == "file" and path.is_file() else None
 
 
 @st.cache_data(max_entries=4, show_spinner="Preparing the corpus…")
-def cached_corpus(source: dict, upload: bytes | None, stamp) -> tuple[runs.Corpus, int]:
-    corpus = runs.load_source(source, upload)
+def cached_corpus(source: CorpusSource, upload: bytes | None, stamp):
+    corpus = source.load(upload)
     return corpus, len(set(corpus.text))
 
 
-def corpus_for(source: dict, upload_key: str = "tr_upload") -> tuple[runs.Corpus, int]:
-    if source["kind"] == "tinystories" and not runs.tinystories_cached():
+def corpus_for(source: CorpusSource, upload_key: str = "tr_upload"):
+    if source.kind == "tinystories" and not tinystories_cached():
         raise CorpusError("download the TinyStories validation split first (button above)")
     upload = ss.get(upload_key)
-    return cached_corpus(source, upload.getvalue() if upload and source["kind"] == "upload" else None,
+    return cached_corpus(source, upload.getvalue() if upload and source.kind == "upload" else None,
                          file_stamp(source))
 
 
@@ -150,78 +146,58 @@ def corpus_context() -> str:
 def start_new_run() -> None:
     ss.tr_feedback = None
     try:
-        runs.refuse_if_busy(registry)
+        training.refuse_if_busy(registry)
         out_dir = runs.new_run_dir(ss.tr_name)
         source = current_source()
         corpus, vocab = corpus_for(source)
         trainer = runs.RunTrainer(model_config(vocab), train_config(), corpus, source, out_dir)
-        runs.start_run(registry, trainer)
+        training.start_run(registry, trainer)
         ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
-    except USER_ERRORS as e:
+    except UserError as e:
         ss.tr_feedback = (str(e), corpus_context(), isinstance(e, JobRefused))
+
+
+def fresh(run: runs.RunInfo) -> runs.RunInfo:
+    """The run as it is now (a job may have started or ended since the page drew its buttons)."""
+    return runs.read_run(run.path, live=registry.live(training.JOB_KIND))
 
 
 def continue_run(run: runs.RunInfo) -> None:
     ss.tr_runs_feedback = None
     try:
-        runs.refuse_if_busy(registry)
+        training.refuse_if_busy(registry)
+        run = fresh(run)
         tc = runs.resume_config(run, ss[f"tr_until_{run.name}"])
-        source = run.meta.get("corpus_source")
-        if not runs.reloadable(source):
+        source = run.source
+        if source is None or not source.reloadable:
             upload, max_chars = ss.get("tr_cont_upload"), ss.tr_cont_max_chars or None
-            source = {"kind": "upload", "name": upload.name, "max_chars": max_chars} if upload else \
-                {"kind": "file", "path": ss.tr_cont_path.strip(), "max_chars": max_chars}
+            source = CorpusSource("upload", name=upload.name, max_chars=max_chars) if upload else \
+                CorpusSource("file", path=ss.tr_cont_path.strip(), max_chars=max_chars)
         corpus, _ = corpus_for(source, upload_key="tr_cont_upload")
-        runs.start_run(registry, runs.RunTrainer(None, tc, corpus, source, run.path, resume_from=run.path))
-    except USER_ERRORS as e:
+        training.start_run(registry, runs.RunTrainer(None, tc, corpus, source, run.path, resume_from=run.path))
+    except UserError as e:
         ss.tr_runs_feedback = str(e)
 
 
 def rename_run(run: runs.RunInfo) -> None:
     ss.tr_runs_feedback = None
     try:
-        ss.tr_manage = runs.rename_run(run.path, ss[f"tr_new_name_{run.name}"], registry).name
-    except USER_ERRORS as e:
+        ss.tr_manage = training.rename_run(fresh(run), ss[f"tr_new_name_{run.name}"], registry).name
+    except UserError as e:
         ss.tr_runs_feedback = str(e)
 
 
 def delete_run(run: runs.RunInfo) -> None:
     ss.tr_runs_feedback = None
     try:
-        runs.delete_run(run.path, registry)
+        runs.delete_run(fresh(run))
         ss.pop("tr_manage", None)
-    except USER_ERRORS as e:
+    except UserError as e:
         ss.tr_runs_feedback = str(e)
     ss.tr_delete_sure = False
 
 
 # ---------------------------------------------------------------- live view
-
-def loss_figure(d: dict) -> go.Figure:
-    steps, losses = d.get("curve_step", []), d.get("curve_loss", [])
-    fig = go.Figure()
-    raw_x, raw_y = runs.thin(steps, losses, LIVE_POINTS)
-    fig.add_scatter(x=raw_x, y=raw_y, name="train (each step)", mode="lines",
-                    line=dict(color="#9ecae1", width=1))
-    fig.add_scatter(x=raw_x, y=runs.thin(steps, runs.smooth(losses), LIVE_POINTS)[1], name="train (smoothed)",
-                    mode="lines", line=dict(color="#1f77b4", width=2))
-    evals = d.get("evals", [])
-    fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name="val (estimate)",
-                    mode="lines+markers", line=dict(color="#ff7f0e", width=2))
-    if d.get("final_val") is not None:
-        fig.add_scatter(x=[d["step"]], y=[d["final_val"]], name="val (whole split)", mode="markers",
-                        marker=dict(symbol="star", size=14, color="#d62728"))
-    for key, label, dash in (("uniform", "uniform guess ln V", "dash"), ("bigram", "bigram model", "dot")):
-        fig.add_hline(y=d[key], line=dict(color="#888", dash=dash, width=1),
-                      annotation_text=f"{label} {d[key]:.3f}", annotation_position="top right")
-    finite = [v for v in losses if v == v and abs(v) != float("inf")]
-    top = min(max(finite[:5] + [d["uniform"]]) + 0.3, 2 * d["uniform"])
-    bottom = max(0.0, min(finite + [d["bigram"]]) - 0.3)
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
-                      yaxis_title="loss (nats per character)", legend=dict(orientation="h", y=1.12),
-                      xaxis_range=[0, 1.02 * max(d["total_steps"], 1)], yaxis_range=[bottom, top])
-    return fig
-
 
 def status_message(s) -> None:
     d = s.data
@@ -231,14 +207,14 @@ def status_message(s) -> None:
     elif s.status == "stopping":
         st.info("Stopping: scoring the whole validation split and saving a checkpoint…")
     elif s.status == "finished":
-        st.success(f"Finished {step + 1:,} steps in {runs.format_duration(d.get('elapsed_s'))}. "
+        st.success(f"Finished {step + 1:,} steps in {format_duration(d.get('elapsed_s'))}. "
                    f"Loss on the whole validation split: **{d.get('final_val', float('nan')):.4f}** "
                    f"(bigram {d['bigram']:.3f}, uniform guess {d['uniform']:.3f}).")
     elif s.status == "stopped":
         st.warning(f"Stopped at step {step:,}; the checkpoint is saved (whole-split val "
                    f"{d.get('final_val', float('nan')):.4f}). Continue it from the runs table below.")
     elif s.status == "failed":
-        st.error(s.message)
+        show_failure(s)
 
 
 def live_view() -> None:
@@ -247,7 +223,7 @@ def live_view() -> None:
 
 
 def live_panel() -> None:
-    job = registry.latest(runs.JOB_KIND)
+    job = registry.latest(training.JOB_KIND)
     if job is None:
         st.info("Nothing has trained in this server session yet. Pick a preset under **New run** and press Start.")
         return
@@ -280,12 +256,12 @@ def live_panel() -> None:
     m[1].metric("Val loss (estimate)", f"{evals[-1]['val']:.3f}" if evals else "–",
                 help="Mean of a few random validation batches, as in the tutorial.")
     m[2].metric("Tokens / s", f"{d.get('tokens_per_s', 0):,.0f}")
-    m[3].metric("Elapsed", runs.format_duration(d.get("elapsed_s")))
-    m[4].metric("ETA", runs.format_duration(d.get("eta_s")) if s.active else "–")
+    m[3].metric("Elapsed", format_duration(d.get("elapsed_s")))
+    m[4].metric("ETA", format_duration(d.get("eta_s")) if s.active else "–")
     m[5].metric("Parameters", f"{d['params']:,}")
     status_message(s)
     chart, samples = st.columns([3, 2])
-    chart.plotly_chart(loss_figure(d), key="tr_live_chart")
+    chart.plotly_chart(training.loss_figure(d), key="tr_live_chart")
     with chart:
         st.caption(f"**Model** {d['model_summary']}  \n**Training** {d['train_summary']}  \n"
                    f"**Corpus** {d['corpus']}")
@@ -305,7 +281,7 @@ def live_panel() -> None:
 
 def corpus_inputs() -> int | None:
     """Corpus widgets; returns the corpus's vocabulary size, or None when it cannot be used."""
-    st.radio("Source", list(runs.SOURCE_KINDS), format_func=runs.SOURCE_KINDS.get, key="tr_source",
+    st.radio("Source", list(SOURCE_KINDS), format_func=SOURCE_KINDS.get, key="tr_source",
              persist_state="session")
     kind = ss.tr_source
     if kind == "builtin":
@@ -336,10 +312,10 @@ def corpus_inputs() -> int | None:
 
 
 def download_tinystories() -> None:
-    if runs.tinystories_cached():
+    if tinystories_cached():
         st.caption("TinyStories' validation split is downloaded.")
         return
-    st.caption(f"Fetched once from Hugging Face (needs internet access) into `{runs.DOWNLOAD_CACHE}`.")
+    st.caption(f"Fetched once from Hugging Face (needs internet access) into `{DOWNLOAD_CACHE}`.")
     if st.button("Download", key="tr_download"):
         bar = st.progress(0.0, text="connecting…")
 
@@ -347,7 +323,7 @@ def download_tinystories() -> None:
             bar.progress(min(1.0, done / total) if total else 0.0, text=f"{done / 1e6:.1f} MB")
 
         try:
-            runs.load_source({"kind": "tinystories"}, progress=progress)
+            CorpusSource("tinystories").load(progress=progress)
             bar.progress(1.0, text="done")
         except CorpusError as e:
             st.error(str(e))
@@ -370,15 +346,15 @@ def model_inputs(vocab: int | None) -> bool:
         return False
     try:
         cfg = model_config(vocab)
-        st.markdown(f"**{runs.count_params(cfg):,} parameters** with this corpus's {vocab} characters",
-                    help=runs.describe_model(cfg))
+        st.markdown(f"**{count_params(cfg):,} parameters** with this corpus's {vocab} characters",
+                    help=describe_model(cfg))
         if vocab != TUTORIAL.vocab_size and replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
-            st.caption(f"The tutorial's {runs.count_params(TUTORIAL):,} are at TinyStories' {TUTORIAL.vocab_size} "
+            st.caption(f"The tutorial's {count_params(TUTORIAL):,} are at TinyStories' {TUTORIAL.vocab_size} "
                        f"characters: the embedding and the output head hold d_model = {cfg.d_model} numbers per "
                        f"character each, {2 * cfg.d_model} per character in all.")
         check_fits_in_memory(cfg, ss.tr_t_batch_size)
         return True
-    except ValueError as e:
+    except UserError as e:
         st.error(str(e))
         return False
 
@@ -434,24 +410,9 @@ def new_run_tab() -> None:
 
 # ---------------------------------------------------------------- runs
 
-def overlay_figure(frame) -> go.Figure:
-    fig = go.Figure()
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-    for i, (run, part) in enumerate(frame.groupby("run", sort=False)):
-        for series, rows in part.groupby("series"):
-            val = series == "val"
-            fig.add_scatter(x=rows["step"], y=rows["loss"], name=f"{run} · {series}",
-                            mode="lines+markers" if val else "lines",
-                            line=dict(color=colors[i % len(colors)], width=2 if val else 1,
-                                      dash=None if val else "dot"))
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
-                      yaxis_title="loss (nats per character)")
-    return fig
-
-
 def manage_run(run: runs.RunInfo) -> None:
     st.caption(f"**Status** {run.status} · **step** {run.step:,} of {run.total_steps:,} · "
-               f"**wall time** {runs.format_duration(run.wall_time)}  \n**Model** {runs.model_summary(run)}  \n"
+               f"**wall time** {format_duration(run.wall_time)}  \n**Model** {runs.model_summary(run)}  \n"
                f"**Corpus** {run.corpus}")
     if run.meta.get("message"):
         st.warning(run.meta["message"])
@@ -461,39 +422,40 @@ def manage_run(run: runs.RunInfo) -> None:
         default_until = run.total_steps if run.step < run.total_steps else run.step + max(100, run.total_steps // 2)
         st.number_input("Train until step", run.step + 1, 1_000_000, value=default_until, step=100,
                         key=f"tr_until_{run.name}")
-        source = run.meta.get("corpus_source")
-        if not run.resumable:
-            st.caption(run.why_not_resumable)
-        elif not runs.reloadable(source):
+        source = run.source
+        if blocked := run.blocker("continue"):
+            st.caption(blocked)
+        elif source is None or not source.reloadable:
             st.caption("This run's corpus cannot be reloaded automatically: give it again.")
             st.text_input("Corpus path on the server", key="tr_cont_path")
             st.file_uploader("…or upload it", type=["txt", "md", "text"], key="tr_cont_upload")
             st.number_input("Use the first N characters (0 = all)", 0, 100_000_000, step=100_000,
-                            value=(source or {}).get("max_chars") or 1_000_000, key="tr_cont_max_chars")
-        st.button("Continue", key="tr_continue", on_click=continue_run, args=(run,), disabled=not run.resumable)
+                            value=(source.max_chars if source else None) or 1_000_000, key="tr_cont_max_chars")
+        st.button("Continue", key="tr_continue", on_click=continue_run, args=(run,), disabled=bool(blocked))
+    fixed = run.blocker("rename")
     with rename:
         st.markdown("**Rename**")
-        st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name, disabled=bool(run.why_fixed))
-        st.button("Rename", key="tr_rename", on_click=rename_run, args=(run,), disabled=bool(run.why_fixed))
-        if run.why_fixed:
-            st.caption(run.why_fixed)
+        st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name, disabled=bool(fixed))
+        st.button("Rename", key="tr_rename", on_click=rename_run, args=(run,), disabled=bool(fixed))
+        if fixed:
+            st.caption(fixed)
     with files:
         st.markdown("**Download or delete**")
         st.download_button("Download checkpoint (.zip)", data=lambda: runs.zip_run(run.path),
                            file_name=f"{run.name}.zip", mime="application/zip", key="tr_download_zip",
                            on_click="ignore", disabled=not run.has_weights)
-        sure = st.checkbox("I really want to delete it", key="tr_delete_sure", disabled=bool(run.why_fixed))
+        sure = st.checkbox("I really want to delete it", key="tr_delete_sure", disabled=bool(fixed))
         st.button("Delete", key="tr_delete", on_click=delete_run, args=(run,), disabled=not sure)
 
 
 def runs_tab() -> None:
-    listed = runs.list_runs(live=registry.live(runs.JOB_KIND))
+    listed = runs.list_runs(live=registry.live(training.JOB_KIND))
     if ss.get("tr_runs_feedback"):
         st.error(ss.tr_runs_feedback)
     if not listed:
         st.info(f"No saved runs in `{ckpt.CHECKPOINT_ROOT}` yet.")
         return
-    st.dataframe(runs.runs_frame(listed), hide_index=True, key="tr_runs_table", column_config={
+    st.dataframe(training.runs_frame(listed), hide_index=True, key="tr_runs_table", column_config={
         "best val (estimate)": st.column_config.NumberColumn(format="%.4f"),
         "final val (whole split)": st.column_config.NumberColumn(format="%.4f"),
         "params": st.column_config.NumberColumn(format="localized"),
@@ -510,9 +472,9 @@ def runs_tab() -> None:
         ss.tr_manage = appeared[0]
     st.markdown("##### Compare runs")
     chosen = st.multiselect("Runs to overlay", names, key="tr_compare")
-    frame = runs.run_curves([r for r in listed if r.name in chosen])
+    frame = training.run_curves([r for r in listed if r.name in chosen])
     if len(frame):
-        st.plotly_chart(overlay_figure(frame), key="tr_compare_chart")
+        st.plotly_chart(training.overlay_figure(frame), key="tr_compare_chart")
     st.markdown("##### Manage a run")
     if ss.get("tr_manage") not in names:
         ss.pop("tr_manage", None)
@@ -530,7 +492,7 @@ init_form()
 # so on a busy CPU the whole panel would flicker between faded and sharp.
 st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}</style>")
 active = registry.active()
-st.fragment(live_view, run_every=LIVE_REFRESH_S if active and active.state.kind == runs.JOB_KIND else None)()
+st.fragment(live_view, run_every=LIVE_REFRESH_S if active and active.state.kind == training.JOB_KIND else None)()
 new_tab, runs_tab_ = st.tabs(["New run", "Runs and checkpoints"])
 with new_tab:
     new_run_tab()

@@ -49,7 +49,7 @@ def app_server(env: dict | None = None, timeout: float = 60.0):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode()[-2000:]}")
+                    raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode()[-2000:]}") from None
                 time.sleep(0.3)
         yield url
     finally:

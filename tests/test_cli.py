@@ -21,7 +21,7 @@ def test_a_command_line_run_records_its_corpus_so_the_app_can_continue_it(traine
 
     assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0}
     [run] = [r for r in runs.list_runs(root=trained.parent) if r.name == trained.name]
-    assert run.resumable and runs.reloadable(run.meta["corpus_source"])
+    assert run.blocker("continue") is None and run.source.reloadable
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello world. " * 300)
     out = tmp_path / "f"

@@ -6,8 +6,18 @@ from functools import partial
 import pytest
 import torch
 
-from gptcore.data import (CharTokenizer, CorpusError, check_trainable, decode_corpus, download_tinystories_valid,
-                          get_batch, load_corpus, read_corpus_file, split_ids, unknown_warning)
+from gptcore.data import (
+    CharTokenizer,
+    CorpusError,
+    check_trainable,
+    decode_corpus,
+    download_tinystories_valid,
+    get_batch,
+    load_corpus,
+    read_corpus_file,
+    split_ids,
+    unknown_warning,
+)
 
 
 def test_tokenizer_is_sorted_characters_and_round_trips():

@@ -8,11 +8,9 @@ from gptcore.config import GPTConfig
 from gptcore.data import builtin_corpus
 from gptcore.demos import averaging as avg
 from gptcore.demos import multihead as mh
-from gptcore.demos import rope
-from gptcore.demos import scaling
+from gptcore.demos import rope, scaling
 from gptcore.model import rope_frequencies
 from gptcore.train import TrainConfig
-
 
 # --- averaging ------------------------------------------------------------------------------------------
 

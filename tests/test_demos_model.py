@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from explorer.jobs import Job
 from gptcore.config import GPTConfig, swiglu_hidden
-from gptcore.demos import anatomy, ffn, hyperparams as hp, norms
-from gptcore.jobs import Job
+from gptcore.demos import anatomy, ffn, norms
+from gptcore.demos import hyperparams as hp
 from gptcore.model import GPT
-
 
 # --- FFN / SwiGLU ----------------------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Page 'The assembled GPT': parameter breakdown, forward shapes, view vs reshape, the quiz."""
+from page_helpers import chart, figure, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
 from gptcore.model import GPT
-from page_helpers import chart, figure, frame, metrics, run_page
 
 
 def diagram_text(at: AppTest) -> str:

@@ -3,12 +3,12 @@ import threading
 
 import numpy as np
 import pytest
+from page_helpers import chart, frame, run_page
 
+from explorer.ui import job_registry
 from gptcore.config import GPTConfig
 from gptcore.demos import averaging as avg
 from gptcore.train import TrainConfig
-from gptcore.ui import job_registry
-from page_helpers import chart, frame, run_page
 
 LEAK_JOB = "causal vs no mask"
 

@@ -1,9 +1,8 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
+from page_helpers import chart, frame, metrics, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
-
-from page_helpers import chart, frame, metrics, run_page
 
 
 def test_published_configs_and_their_ratios():

@@ -1,8 +1,7 @@
 """Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
 import pytest
-from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
-
 from page_helpers import chart, frame, run_page
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Page 'Residual stream & norms': the live pre/post-norm race as a job, and RMSNorm against LayerNorm."""
 import pytest
+from page_helpers import chart, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
-from gptcore.ui import job_registry
-from page_helpers import chart, frame, metrics, run_page
+from explorer.ui import job_registry
 
 KIND = "norm race"
 

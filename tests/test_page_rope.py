@@ -1,6 +1,5 @@
 """Page 'RoPE': the invariance table, score grids, the rotating pair, frequencies, the quiz."""
 import pytest
-
 from page_helpers import chart, frame, run_page
 
 

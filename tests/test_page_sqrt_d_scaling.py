@@ -1,6 +1,5 @@
 """Page 'Why divide by √d_k': the tutorial's variances and softmax values, the d slider, the gradient plot."""
 import pytest
-
 from page_helpers import chart, frame, run_page
 
 TUTORIAL_PRINTOUT = """d= 16  var(q.k)=   15.8  var(q.k/sqrt(d))=0.99

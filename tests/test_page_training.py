@@ -12,13 +12,14 @@ import torch
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
+from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
-from gptcore import runs
+from gptcore import runs, sources
 from gptcore.config import GPTConfig
 from gptcore.data import CorpusError
 from gptcore.recipes import RECIPES
+from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
-from gptcore.ui import job_registry
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
 TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_context=16,
@@ -214,10 +215,10 @@ def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
 
 def test_interrupted_run_shows_as_such_and_continues_from_the_page(root):
     # What a server restart leaves behind: meta.json says "running", and no job of this process owns it.
-    source = {"kind": "builtin", "chars": 20_000, "seed": 0}
+    source = CorpusSource("builtin", chars=20_000, seed=0)
     cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
     trainer = runs.RunTrainer(cfg, TrainConfig(steps=20, batch_size=4, checkpoint_every=5, threads=1),
-                              runs.load_source(source), source, root / "cut")
+                              source.load(), source, root / "cut")
 
     def crash(t):
         if t.step + 1 == 13:
@@ -295,7 +296,7 @@ def test_sidebar_shows_the_training_job_on_every_page():
 
 
 def test_tinystories_download_reports_progress_failure_and_success(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs, "DOWNLOAD_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(sources, "DOWNLOAD_CACHE", tmp_path / "cache")
     calls = []
 
     def offline(cache_dir, progress):
@@ -303,7 +304,7 @@ def test_tinystories_download_reports_progress_failure_and_success(tmp_path, mon
         progress(1000, 4000)
         raise CorpusError("could not download https://example/valid.txt: <urlopen error no network>")
 
-    monkeypatch.setattr(runs, "download_tinystories_valid", offline)
+    monkeypatch.setattr(sources, "download_tinystories_valid", offline)
     at = page()
     at.radio(key="tr_source").set_value("tinystories").run()
     assert "download the TinyStories validation split first" in at.error[0].value
@@ -320,7 +321,7 @@ def test_tinystories_download_reports_progress_failure_and_success(tmp_path, mon
             progress(path.stat().st_size, path.stat().st_size)
         return path
 
-    monkeypatch.setattr(runs, "download_tinystories_valid", online)
+    monkeypatch.setattr(sources, "download_tinystories_valid", online)
     at.button(key="tr_download").click().run()
     at.run()
     assert not at.error and not at.exception

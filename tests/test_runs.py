@@ -9,21 +9,23 @@ from io import BytesIO
 import pytest
 import torch
 
+from explorer import training
+from explorer.jobs import JOB_NICENESS, JobRefused, JobRegistry
 from gptcore import checkpoint as ckpt
-from gptcore import runs
+from gptcore import describe, runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig
 from gptcore.data import CorpusError
-from gptcore.jobs import JOB_NICENESS, JobRefused, JobRegistry
+from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
 
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
-SOURCE = {"kind": "builtin", "chars": 20_000, "seed": 0}
+SOURCE = CorpusSource("builtin", chars=20_000, seed=0)
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return runs.load_source(SOURCE)
+    return SOURCE.load()
 
 
 def tiny_tc(**changes) -> TrainConfig:
@@ -33,7 +35,7 @@ def tiny_tc(**changes) -> TrainConfig:
 def train(corpus, out_dir, registry=None, **changes):
     """Run a tiny RunTrainer to completion in a job; returns the job's final state."""
     registry = registry or JobRegistry()
-    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
+    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
     job.join(60)
     return job.snapshot()
 
@@ -70,7 +72,7 @@ def test_bigram_val_loss_matches_a_direct_count():
 
 def test_bigram_beats_uniform_on_stories(corpus):
     trainer = runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, None)
-    losses = runs.baseline_losses(trainer)
+    losses = training.baseline_losses(trainer)
     assert losses["uniform"] == pytest.approx(math.log(trainer.tokenizer.vocab_size))
     assert 1.5 < losses["bigram"] < losses["uniform"] - 1
 
@@ -79,19 +81,19 @@ def test_bigram_beats_uniform_on_stories(corpus):
 
 def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
     state = torch.get_rng_state()
-    assert runs.count_params(GPTConfig(vocab_size=74)) == 810_624
+    assert describe.count_params(GPTConfig(vocab_size=74)) == 810_624
     assert torch.equal(state, torch.get_rng_state())
 
 
 def test_describe_and_format_helpers():
-    assert runs.describe_model(GPTConfig()).startswith("d_model 128 · 4 layers · 4 heads of 32 · SwiGLU d_ff 344")
-    assert runs.describe_training(TrainConfig()).startswith("1,501 steps · batch 32 · AdamW lr 0.003 (constant)")
-    assert runs.describe_training(TrainConfig(optimizer="muon", schedule="cosine", warmup=50)).startswith(
+    assert describe.describe_model(GPTConfig()).startswith("d_model 128 · 4 layers · 4 heads of 32 · SwiGLU d_ff 344")
+    assert describe.describe_training(TrainConfig()).startswith("1,501 steps · batch 32 · AdamW lr 0.003 (constant)")
+    assert describe.describe_training(TrainConfig(optimizer="muon", schedule="cosine", warmup=50)).startswith(
         "1,501 steps · batch 32 · Muon lr 0.02 + AdamW lr 0.003 (cosine to 0.1×, warmup 50)")
-    assert runs.format_duration(348) == "5m 48s" and runs.format_duration(3700) == "1h 01m"
-    assert runs.format_duration(None) == "–"
-    assert runs.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no pull toward 0
-    xs, ys = runs.thin(list(range(10_001)), list(range(10_001)), limit=2000)
+    assert describe.format_duration(348) == "5m 48s" and describe.format_duration(3700) == "1h 01m"
+    assert describe.format_duration(None) == "–"
+    assert training.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no pull toward 0
+    xs, ys = training.thin(list(range(10_001)), list(range(10_001)), limit=2000)
     assert len(xs) <= 2001 and xs[-1] == 10_000 and xs == ys
     assert [runs.nice_interval(x) for x in (0.3, 7, 13.3, 100)] == [1, 5, 10, 100]
 
@@ -122,9 +124,9 @@ def test_bad_files_are_refused_with_a_reason(tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_bytes(content)
     with pytest.raises(CorpusError, match=message):
-        runs.load_source({"kind": "file", "path": str(path), "max_chars": None})
+        CorpusSource("file", path=str(path), max_chars=None).load()
     with pytest.raises(CorpusError, match=message):
-        runs.load_source({"kind": "upload", "name": "bad.txt", "max_chars": None}, upload=content)
+        CorpusSource("upload", name="bad.txt", max_chars=None).load(upload=content)
 
 
 def test_too_large_and_missing_files_are_refused(tmp_path):
@@ -132,15 +134,15 @@ def test_too_large_and_missing_files_are_refused(tmp_path):
     with open(huge, "wb") as f:
         f.truncate(65 * 1024 * 1024)  # sparse: no disk used, and never read
     with pytest.raises(CorpusError, match="over the limit"):
-        runs.load_source({"kind": "file", "path": str(huge), "max_chars": None})
+        CorpusSource("file", path=str(huge), max_chars=None).load()
     with pytest.raises(CorpusError, match="no such file"):
-        runs.load_source({"kind": "file", "path": str(tmp_path / "nope.txt"), "max_chars": None})
+        CorpusSource("file", path=str(tmp_path / "nope.txt"), max_chars=None).load()
     with pytest.raises(CorpusError, match="enter the path"):
-        runs.load_source({"kind": "file", "path": " ", "max_chars": None})
+        CorpusSource("file", path=" ", max_chars=None).load()
 
 
 def test_too_short_corpus_is_refused_by_the_trainer(tmp_path):
-    short = runs.load_source({"kind": "upload", "name": "s.txt", "max_chars": None}, upload=b"Once upon a time.")
+    short = CorpusSource("upload", name="s.txt", max_chars=None).load(upload=b"Once upon a time.")
     with pytest.raises(CorpusError, match="needs at least"):
         runs.RunTrainer(TINY, tiny_tc(), short, None, tmp_path / "x")
 
@@ -148,11 +150,11 @@ def test_too_short_corpus_is_refused_by_the_trainer(tmp_path):
 def test_max_chars_truncates_and_says_so(tmp_path):
     path = tmp_path / "s.txt"
     path.write_text("abcdefghij" * 10)
-    corpus = runs.load_source({"kind": "upload", "name": "s.txt", "max_chars": 25}, upload=path.read_bytes())
+    corpus = CorpusSource("upload", name="s.txt", max_chars=25).load(upload=path.read_bytes())
     assert corpus.text == ("abcdefghij" * 3)[:25] and corpus.description == "upload s.txt, first 25 chars"
-    assert runs.load_source({"kind": "file", "path": str(path), "max_chars": 30}).text == "abcdefghij" * 3
-    assert runs.reloadable({"kind": "file"}) and not runs.reloadable({"kind": "upload"})
-    assert not runs.reloadable(None)
+    assert CorpusSource("file", path=str(path), max_chars=30).load().text == "abcdefghij" * 3
+    assert CorpusSource("file").reloadable and not CorpusSource("upload").reloadable
+    assert CorpusSource.from_dict(None) is None
 
 
 # ---------------------------------------------------------------- jobs and runs on disk
@@ -162,7 +164,7 @@ def test_a_run_writes_a_checkpoint_that_reloads(corpus, tmp_path):
     assert state.status == "finished" and state.progress == 1.0
     loaded = ckpt.load_checkpoint(tmp_path / "a")
     assert loaded.meta["step"] == 20 and loaded.meta["status"] == "finished"
-    assert loaded.meta["corpus_source"] == SOURCE
+    assert loaded.meta["corpus_source"] == SOURCE.to_dict() == {"kind": "builtin", "chars": 20_000, "seed": 0}
     assert [s["step"] for s in state.data["samples"]] == [0, 10, 20]
     assert state.data["final_val"] == pytest.approx(loaded.meta["final_val_loss"])
 
@@ -179,7 +181,7 @@ def test_absurd_hyperparameters_diverge_and_keep_the_last_good_checkpoint(corpus
     assert kept.meta["step"] == state.data["step"] - 1  # the step whose update blew up was not saved
     assert all(torch.isfinite(p).all() for p in kept.model.parameters())
     run = runs.read_run(tmp_path / "boom")
-    assert run.status == "diverged" and run.resumable
+    assert run.status == "diverged" and run.blocker("continue") is None
 
 
 def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
@@ -194,7 +196,7 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
     with pytest.raises(Crash):
         trainer.run(after_backward=crash_at_step_13)
     [run] = runs.list_runs(tmp_path)
-    assert (run.status, run.step, run.resumable) == ("interrupted", 10, True)
+    assert (run.status, run.step, run.blocker("continue") is None) == ("interrupted", 10, True)
     assert runs.list_runs(tmp_path, live={"cut": "running"})[0].status == "running"
 
     resumed = runs.RunTrainer(None, runs.resume_config(run, 20), corpus, SOURCE, run.path, resume_from=run.path)
@@ -209,14 +211,14 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
 
 def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
     registry = JobRegistry()
-    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
+    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
     try:
         with pytest.raises(JobRefused, match="'long' \\(train\\) is already running"):
-            runs.refuse_if_busy(registry)
+            training.refuse_if_busy(registry)
         with pytest.raises(JobRefused, match="'long'"):
-            runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
-        with pytest.raises(ckpt.CheckpointError, match="while it is training"):
-            runs.delete_run(tmp_path / "long", registry, tmp_path)
+            training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
+        with pytest.raises(ckpt.CheckpointError, match="is training now"):
+            runs.delete_run(runs.read_run(tmp_path / "long", registry.live()), tmp_path)
     finally:
         job.stop()
         job.join(60)
@@ -226,7 +228,7 @@ def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
 
 def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
     registry = JobRegistry()
-    job = runs.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
+    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
     job.pause()
     assert job.state.status == "paused"
     job.resume()
@@ -259,11 +261,11 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     assert {r.name for r in listed} == {"one", "two"}
     one = next(r for r in listed if r.name == "one")
     assert one.best_val == min(one.history["eval_val"]) and one.total_steps == 20
-    frame = runs.runs_frame(listed)
+    frame = training.runs_frame(listed)
     assert list(frame.columns) == ["run", "status", "steps", "best val (estimate)", "final val (whole split)",
                                    "wall time", "params", "corpus", "saved"]
     assert set(frame["steps"]) == {"21 / 21"} and set(frame["status"]) == {"finished"}
-    curves = runs.run_curves(listed)
+    curves = training.run_curves(listed)
     assert set(curves.groupby(["run", "series"]).size().items()) == {
         (("one", "train (smoothed)"), 21), (("one", "val"), 3), (("two", "train (smoothed)"), 21), (("two", "val"), 3)}
     with zipfile.ZipFile(BytesIO(runs.zip_run(one.path))) as z:
@@ -272,12 +274,11 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     assert runs.suggest_name("one", tmp_path) == "one-1"
     with pytest.raises(ckpt.CheckpointError, match="already exists"):
         runs.new_run_dir("two", tmp_path)
-    registry = JobRegistry()
-    renamed = runs.rename_run(one.path, "renamed run", registry, tmp_path)
+    renamed = runs.rename_run(runs.read_run(one.path), "renamed run", tmp_path)
     assert renamed.name == "renamed-run" and ckpt.load_checkpoint(renamed).meta["step"] == 20
     with pytest.raises(ckpt.CheckpointError, match="not inside"):
-        runs.delete_run(renamed, registry)  # the default root is the app's checkpoints folder, not tmp_path
-    runs.delete_run(renamed, registry, tmp_path)
+        runs.delete_run(runs.read_run(renamed))  # the default root is the app's checkpoints folder, not tmp_path
+    runs.delete_run(runs.read_run(renamed), tmp_path)
     assert [r.name for r in runs.list_runs(tmp_path)] == ["two"]
     assert os.listdir(tmp_path) == ["two"]
     (tmp_path / "two" / "meta.json").write_text('{"step": "seven", "history": []}')
@@ -288,18 +289,17 @@ def test_the_shipped_model_is_protected():
     from gptcore.checkpoint import PROJECT_ROOT
 
     shipped = PROJECT_ROOT / "checkpoints" / runs.SHIPPED
-    registry = JobRegistry()
     with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
-        runs.delete_run(shipped, registry)
+        runs.delete_run(runs.read_run(shipped))
     with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
-        runs.rename_run(shipped, "mine", registry)
+        runs.rename_run(runs.read_run(shipped), "mine")
     assert (shipped / "model.safetensors").is_file()
 
 
 def test_the_shipped_model_says_why_it_cannot_continue():
     [shipped] = [r for r in runs.list_runs(root=ckpt.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
-    assert not shipped.resumable
-    assert shipped.why_not_resumable.startswith("shipped-tiny ships with the app and stays as it is")
+    assert shipped.blocker("continue") is not None
+    assert shipped.blocker("continue").startswith("shipped-tiny ships with the app and stays as it is")
 
 
 def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path):
@@ -307,10 +307,9 @@ def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path
     run.mkdir()
     (run / "meta.json").write_text("{}")
     (run / ckpt.LOCK).write_text(str(os.getppid()))  # say, `python -m gptcore train --resume` in a terminal
-    registry = JobRegistry()
-    message = f"another process \\(pid {os.getppid()}, the command line\\?\\) is training it"
-    for action in (lambda: runs.delete_run(run, registry, root=tmp_path),
-                   lambda: runs.rename_run(run, "other", registry, root=tmp_path)):
+    message = f"Another process \\(pid {os.getppid()}, the command line\\?\\) is training it"
+    for action in (lambda: runs.delete_run(runs.read_run(run), root=tmp_path),
+                   lambda: runs.rename_run(runs.read_run(run), "other", root=tmp_path)):
         with pytest.raises(ckpt.CheckpointError, match=message):
             action()
     assert run.is_dir()
@@ -322,7 +321,7 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
     (busy / "meta.json").write_text('{"status": "running", "step": 3}')
     (busy / ckpt.LOCK).write_text(str(os.getppid()))
     [run] = runs.list_runs(tmp_path)
-    assert run.status == "elsewhere" and f"pid {os.getppid()}" in run.why_not_resumable
+    assert run.status == "elsewhere" and f"pid {os.getppid()}" in run.blocker("continue")
     # a server killed before its run's first checkpoint leaves a lock and snapshots, and nothing to list
     dead = tmp_path / "dead"
     (dead / "snapshots").mkdir(parents=True)

@@ -12,8 +12,8 @@ from gptcore import checkpoint as ckpt
 from gptcore import train
 from gptcore.config import ConfigError, GPTConfig
 from gptcore.data import CorpusError
-from gptcore.train import (CORES, Diverged, ShardedGrads, TrainConfig, TrainConfigError, TrainControl, Trainer,
-                           build_model, evaluate, lr_at)
+from gptcore.threads import CORES, ShardedGrads
+from gptcore.train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, build_model, evaluate, lr_at
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
 TEXT = "the cat sat on the mat. the dog ate the log. " * 200

@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig, swiglu_hidden
+from ..errors import InputError
 from ..model import GPT, meta_model
 
 
@@ -32,7 +33,7 @@ class ModelShape:
     tied_head: bool = False
 
     @classmethod
-    def from_config(cls, cfg: GPTConfig) -> "ModelShape":
+    def from_config(cls, cfg: GPTConfig) -> ModelShape:
         return cls(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff, cfg.context, cfg.ffn,
                    cfg.norm, cfg.norm_placement, cfg.position)
 
@@ -136,7 +137,7 @@ def forward_shapes(cfg: GPTConfig, batch: int = 2, T: int = 16, all_blocks: bool
     blocks after the first are folded into one row (they repeat block 0's shapes).
     """
     if not 1 <= T <= cfg.context:
-        raise ValueError(f"sequence length must be between 1 and the context ({cfg.context}), got {T}")
+        raise InputError(f"sequence length must be between 1 and the context ({cfg.context}), got {T}")
     model = meta_model(cfg)
     rows = [{"module": "input token ids", "type": "LongTensor", "output shape": (batch, T), "own parameters": 0}]
 

@@ -2,13 +2,14 @@
 what a model learns when the causal mask is missing."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import torch
 
 from ..config import GPTConfig, swiglu_hidden
 from ..data import builtin_corpus
+from ..errors import InputError
 from ..model import Attention
 from ..train import TrainConfig, TrainControl, Trainer
 
@@ -119,7 +120,7 @@ def text_attention(text: str, sharpness: float = 1.0, tied: bool = False, causal
     """(T, T) weights of one attention head reading `text`; sharpness multiplies every score
     (0 gives back the plain causal average). causal=False: softmax over every position."""
     if not text:
-        raise ValueError("type at least one character")
+        raise InputError("type at least one character")
     Wq, Wk, Wv = projections(d, seed, tied)
     attn = attention_module(Wq * sharpness, Wk, Wv, causal=causal)
     return run_attention(attn, char_vectors(text, d, seed))[1][0]
@@ -154,13 +155,13 @@ def leak_experiment(text: str, report: Callable[[str, str, dict], None], control
         if control is not None and control.stop.is_set():
             break
         trainer = Trainer(replace(setup.model, causal=causal), setup.train, text)
-        trainer.run(lambda kind, data: report(variant, kind, data), control)
+        trainer.run(lambda kind, data, variant=variant: report(variant, kind, data), control)
         results[variant] = trainer.final_val
     return results
 
 
 def leak_job(job) -> None:
-    """Background-job body (gptcore.jobs.Job): streams both loss curves, final losses and samples."""
+    """Background-job body (explorer.jobs.Job): streams both loss curves, final losses and samples."""
     setup = LEAK_SETUP
     text = builtin_corpus(setup.corpus_chars).text
 

@@ -5,6 +5,7 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig
+from ..errors import InputError
 from ..model import Attention, rope_tables
 from .averaging import attention_module, run_attention
 
@@ -32,20 +33,20 @@ def parse_permutation(text: str, T: int) -> list[int]:
     """'4, 2, 0, 1, 3' -> [4, 2, 0, 1, 3]; ValueError with a readable message unless it reorders 0..T-1."""
     parts = text.replace(",", " ").split()
     if not parts:
-        raise ValueError(f"enter an order of the positions 0 to {T - 1}, e.g. {' '.join(map(str, range(T)[::-1]))}")
+        raise InputError(f"enter an order of the positions 0 to {T - 1}, e.g. {' '.join(map(str, range(T)[::-1]))}")
     try:
         perm = [int(p) for p in parts]
     except ValueError:
         bad = next(p for p in parts if not p.lstrip("-").isdigit())
-        raise ValueError(f"'{bad}' is not a whole number; use the positions 0 to {T - 1}") from None
+        raise InputError(f"'{bad}' is not a whole number; use the positions 0 to {T - 1}") from None
     if len(perm) != T:
-        raise ValueError(f"the sequence has {T} positions, so give {T} numbers (got {len(perm)})")
+        raise InputError(f"the sequence has {T} positions, so give {T} numbers (got {len(perm)})")
     outside = [p for p in perm if not 0 <= p < T]
     if outside:
-        raise ValueError(f"positions run from 0 to {T - 1}; {outside[0]} is out of range")
+        raise InputError(f"positions run from 0 to {T - 1}; {outside[0]} is out of range")
     if sorted(perm) != list(range(T)):
         missing = sorted(set(range(T)) - set(perm))
-        raise ValueError(f"use each of 0 to {T - 1} exactly once (missing: {', '.join(map(str, missing))})")
+        raise InputError(f"use each of 0 to {T - 1} exactly once (missing: {', '.join(map(str, missing))})")
     return perm
 
 

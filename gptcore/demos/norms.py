@@ -18,7 +18,6 @@ from ..data import builtin_corpus, get_batch
 from ..model import GPT, RMSNorm
 from ..train import Diverged, TrainConfig, Trainer
 
-
 # --- RMSNorm vs LayerNorm --------------------------------------------------------------------------------
 
 def sample_vector(d: int = 8, shift: float = 0.0, seed: int = 0) -> torch.Tensor:
@@ -132,7 +131,7 @@ def residual_norms(model: GPT, idx: torch.Tensor) -> list[float]:
 
 
 def run_norm_race(job, race: NormRace) -> str | None:
-    """Train every variant in turn on the same seed and data, reporting into job (a gptcore.jobs.Job).
+    """Train every variant in turn on the same seed and data, reporting into job (a explorer.jobs.Job).
 
     job.data gets rows appended as training goes: 'loss' (variant, step, loss), 'grads' and 'resid'
     (variant, step, layer, norm) every probe_every steps, taken before that step's update (so step 0 is the

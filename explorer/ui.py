@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import traceback
 
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+log = logging.getLogger(__name__)
 
 
 def _leave_legacy_pages_mode() -> None:
@@ -80,14 +84,14 @@ ACTIVE_CHECKPOINT = "active_checkpoint"  # plain session-state key (widget state
 
 
 def checkpoint_names() -> list[str]:
-    from .checkpoint import list_checkpoints
+    from gptcore.checkpoint import list_checkpoints
 
     return [p.name for p in list_checkpoints()]
 
 
 def default_checkpoint(names: list[str]) -> str:
     """The session's active checkpoint if it still exists, else the shipped model, else the first."""
-    from .runs import SHIPPED
+    from gptcore.runs import SHIPPED
 
     for candidate in (st.session_state.get(ACTIVE_CHECKPOINT), SHIPPED):
         if candidate in names:
@@ -102,7 +106,23 @@ def job_progress(job, snap, text: str, stop_key: str) -> None:
         if st.button("Stop", key=stop_key):
             job.stop()
     elif snap.status == "failed":
-        st.error(f"The run failed: {snap.message}")
+        show_failure(snap)
+
+
+def show_failure(snap) -> None:
+    """A failed job's message; when a bug (not the user) ended it, its traceback folded beneath."""
+    st.error(snap.message)
+    if snap.traceback:
+        with st.expander("Details for a bug report"):
+            st.code(snap.traceback, language=None)
+
+
+def show_bug(error: Exception) -> None:
+    """An unexpected exception caught by a page: log it, say so in a sentence, keep the traceback at hand."""
+    log.error("unexpected error in a page", exc_info=error)
+    st.error(f"Something went wrong that is not your fault: {type(error).__name__}: {error}")
+    with st.expander("Details for a bug report"):
+        st.code("".join(traceback.format_exception(error)), language=None)
 
 
 @st.cache_resource

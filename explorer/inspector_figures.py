@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .inspector import head_names
+from gptcore.inspector import head_names
 
 ATTENTION_SCALE = "Blues"
 SCORE_LABELS = {"previous_token": "previous token", "first_token": "first token", "induction": "induction"}

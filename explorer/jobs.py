@@ -7,18 +7,23 @@ Streamlit, so the training thread never touches st.*.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .train import TrainControl, use_threads
+from gptcore.errors import UserError
+from gptcore.runs import ACTIVE
+from gptcore.threads import use_threads
+from gptcore.train import TrainControl
+
+log = logging.getLogger(__name__)
 
 
-ACTIVE = ("starting", "running", "paused", "stopping")
 JOB_NICENESS = 10  # 0 is normal, 19 the lowest priority
 
 
@@ -37,11 +42,11 @@ def yield_to_the_ui() -> None:
             pass
 
 
-class JobRefused(RuntimeError):
+class JobRefused(UserError, RuntimeError):
     """A job could not start because another one is active."""
 
     @classmethod
-    def blocked_by(cls, busy: "Job") -> "JobRefused":
+    def blocked_by(cls, busy: Job) -> JobRefused:
         state = busy.state
         if state.status == "paused":
             return cls(f"'{state.name}' ({state.kind}) is paused, not finished; stop it, or resume it and wait "
@@ -56,6 +61,7 @@ class JobState:
     kind: str
     status: str = "starting"  # starting | running | paused | stopping | finished | stopped | failed
     message: str = ""
+    traceback: str = ""  # set only when a bug (not a user error) ended the job
     progress: float = 0.0  # 0..1
     data: dict = field(default_factory=dict)  # job-specific live data (curves, samples, ...)
     started: float = field(default_factory=time.time)
@@ -69,14 +75,14 @@ class JobState:
 class Job:
     """A function run in its own thread: fn(job) reads job.control and writes through job.update()."""
 
-    def __init__(self, name: str, kind: str, fn: Callable[["Job"], str | None], threads: int = 0):
+    def __init__(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0):
         self.state = JobState(name, kind)
         self.control = TrainControl()
         self._fn, self._threads = fn, threads
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{name}", daemon=True)
 
-    def start(self) -> "Job":
+    def start(self) -> Job:
         self._thread.start()
         return self
 
@@ -88,9 +94,12 @@ class Job:
         try:
             final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")
             self.update(status=final, ended=time.time())
-        except Exception as e:  # the job's own message for expected failures (NaN, bad corpus, ...)
-            message = str(e) if isinstance(e, ValueError | RuntimeError) else traceback.format_exc(limit=3)
-            self.update(status="failed", message=message, ended=time.time())
+        except UserError as e:  # bad corpus, divergence, a busy folder...: the message is for the user
+            self.update(status="failed", message=str(e), ended=time.time())
+        except Exception as e:  # a bug: keep the whole story, for the log and behind the UI's short message
+            log.exception("job %r (%s) failed", self.state.name, self.state.kind)
+            self.update(status="failed", message=f"An unexpected error stopped it: {type(e).__name__}: {e}",
+                        traceback=traceback.format_exc(), ended=time.time())
 
     def update(self, **changes) -> None:
         with self._lock:

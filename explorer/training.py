@@ -1,0 +1,178 @@
+"""The Train page's parts: the background training job, the runs table and the loss figures."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from gptcore import runs
+from gptcore.baselines import bigram_val_loss, uniform_loss
+from gptcore.data import unknown_warning
+from gptcore.describe import describe_model, describe_training, format_duration
+from gptcore.train import Diverged, Trainer
+
+from .jobs import Job, JobRefused, JobRegistry
+
+JOB_KIND = "train"
+LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
+
+
+def smooth(values: list[float], weight: float = 0.9) -> list[float]:
+    """Exponential moving average with bias correction, so the first points are not pulled to 0."""
+    out, avg = [], 0.0
+    for i, v in enumerate(values, 1):
+        avg = weight * avg + (1 - weight) * v
+        out.append(avg / (1 - weight ** i))
+    return out
+
+
+def thin(xs: list, ys: list, limit: int = 2000) -> tuple[list, list]:
+    """Every k-th point (always keeping the last) so a chart never ships more than ~limit points."""
+    if len(xs) <= limit:
+        return xs, ys
+    k = math.ceil(len(xs) / limit)
+    keep = list(range(0, len(xs) - 1, k)) + [len(xs) - 1]
+    return [xs[i] for i in keep], [ys[i] for i in keep]
+
+
+def baseline_losses(trainer: Trainer) -> dict:
+    V = trainer.tokenizer.vocab_size
+    return {"uniform": uniform_loss(V), "bigram": bigram_val_loss(trainer.train_ids, trainer.val_ids, V)}
+
+
+def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
+    """The job function: runs the trainer in the job's thread and mirrors its events into job.data."""
+    tc, history = trainer.tc, trainer.history
+
+    def on_event(job: Job, kind: str, d: dict):
+        if kind == "step":
+            done = d["step"] - trainer.start_step + 1
+            job.update(progress=done / max(1, tc.steps - trainer.start_step + 1),
+                       data={k: d[k] for k in ("step", "loss", "tokens_per_s", "eta_s", "elapsed_s")})
+            job.append("curve_step", d["step"])
+            job.append("curve_loss", d["loss"])
+        elif kind == "eval":
+            job.append("evals", d)
+        elif kind == "sample":
+            job.append("samples", d)
+        elif kind == "checkpoint":
+            job.update(data={"checkpoint_step": d["step"]})
+        elif kind == "final_eval":
+            job.update(data={"final_val": d["val"]})
+        elif kind == "done":
+            job.update(data={"elapsed_s": d["wall_time"], "checkpoint_step": d["step"], "eta_s": 0.0})
+
+    def fn(job: Job) -> str:
+        job.update(data={
+            "run": name, "out_dir": str(trainer.out_dir), "params": trainer.model.num_params(),
+            "model": trainer.cfg.to_dict(), "train": tc.to_dict(), "corpus": trainer.corpus_description,
+            "model_summary": describe_model(trainer.cfg), "train_summary": describe_training(tc),
+            "total_steps": tc.steps, "start_step": trainer.start_step, "step": trainer.start_step - 1,
+            "curve_step": list(history["step"]), "curve_loss": list(history["train_loss"]),
+            "evals": [{"step": s, "train": t, "val": v} for s, t, v in
+                      zip(history["eval_step"], history["eval_train"], history["eval_val"])],
+            "samples": [], "unknown": unknown_warning(trainer.unknown), **baseline_losses(trainer)})
+        try:
+            return trainer.run(lambda kind, d: on_event(job, kind, d), job.control)
+        except Diverged as e:
+            job.update(data={"diverged": True})
+            raise Diverged(trainer.diverged_message(e)) from None
+
+    return fn
+
+
+def start_run(registry: JobRegistry, trainer: runs.RunTrainer) -> Job:
+    """Train in a background job named after the run folder; JobRefused names the job in the way."""
+    name = trainer.out_dir.name
+    return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
+
+
+def refuse_if_busy(registry: JobRegistry) -> None:
+    """Raise JobRefused before any expensive set-up if a job is already running."""
+    job = registry.active()
+    if job is not None:
+        raise JobRefused.blocked_by(job)
+
+
+def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
+    """Rename a run and tell the registry, so the sidebar and the live panel follow it."""
+    target = runs.rename_run(run, new_name)
+    registry.rename(run.name, target.name, run=target.name, out_dir=str(target))
+    return target
+
+
+def runs_frame(listed: list[runs.RunInfo]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "run": [r.name for r in listed],
+        "status": [r.status for r in listed],
+        "steps": [f"{r.step + 1:,} / {r.total_steps + 1:,}" for r in listed],
+        "best val (estimate)": [r.best_val for r in listed],
+        "final val (whole split)": [r.final_val for r in listed],
+        "wall time": [format_duration(r.wall_time) for r in listed],
+        "params": [r.params for r in listed],
+        "corpus": [r.corpus for r in listed],
+        "saved": [datetime.fromtimestamp(int(r.saved)) for r in listed],
+    })
+
+
+def run_curves(listed: list[runs.RunInfo], smoothing: float = 0.9) -> pd.DataFrame:
+    """Long table (run, series, step, loss): smoothed train loss and val estimates of each run."""
+    frames = []
+    for r in listed:
+        h = r.history
+        if h.get("step"):
+            frames.append(pd.DataFrame({"run": r.name, "series": "train (smoothed)", "step": h["step"],
+                                        "loss": smooth(h["train_loss"], smoothing)}))
+        if h.get("eval_step"):
+            frames.append(pd.DataFrame({"run": r.name, "series": "val", "step": h["eval_step"],
+                                        "loss": h["eval_val"]}))
+    if not frames:
+        return pd.DataFrame(columns=["run", "series", "step", "loss"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def loss_figure(d: dict) -> go.Figure:
+    steps, losses = d.get("curve_step", []), d.get("curve_loss", [])
+    fig = go.Figure()
+    raw_x, raw_y = thin(steps, losses, LIVE_POINTS)
+    fig.add_scatter(x=raw_x, y=raw_y, name="train (each step)", mode="lines",
+                    line=dict(color="#9ecae1", width=1))
+    fig.add_scatter(x=raw_x, y=thin(steps, smooth(losses), LIVE_POINTS)[1], name="train (smoothed)",
+                    mode="lines", line=dict(color="#1f77b4", width=2))
+    evals = d.get("evals", [])
+    fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name="val (estimate)",
+                    mode="lines+markers", line=dict(color="#ff7f0e", width=2))
+    if d.get("final_val") is not None:
+        fig.add_scatter(x=[d["step"]], y=[d["final_val"]], name="val (whole split)", mode="markers",
+                        marker=dict(symbol="star", size=14, color="#d62728"))
+    for key, label, dash in (("uniform", "uniform guess ln V", "dash"), ("bigram", "bigram model", "dot")):
+        fig.add_hline(y=d[key], line=dict(color="#888", dash=dash, width=1),
+                      annotation_text=f"{label} {d[key]:.3f}", annotation_position="top right")
+    finite = [v for v in losses if v == v and abs(v) != float("inf")]
+    top = min(max(finite[:5] + [d["uniform"]]) + 0.3, 2 * d["uniform"])
+    bottom = max(0.0, min(finite + [d["bigram"]]) - 0.3)
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
+                      yaxis_title="loss (nats per character)", legend=dict(orientation="h", y=1.12),
+                      xaxis_range=[0, 1.02 * max(d["total_steps"], 1)], yaxis_range=[bottom, top])
+    return fig
+
+
+def overlay_figure(frame) -> go.Figure:
+    fig = go.Figure()
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    for i, (run, part) in enumerate(frame.groupby("run", sort=False)):
+        for series, rows in part.groupby("series"):
+            val = series == "val"
+            fig.add_scatter(x=rows["step"], y=rows["loss"], name=f"{run} · {series}",
+                            mode="lines+markers" if val else "lines",
+                            line=dict(color=colors[i % len(colors)], width=2 if val else 1,
+                                      dash=None if val else "dot"))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
+                      yaxis_title="loss (nats per character)")
+    return fig
+
+
