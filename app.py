@@ -1,10 +1,14 @@
 """Entry point: `streamlit run app.py`. Navigation and the sidebar shared by every page."""
+from pathlib import Path
+
 import streamlit as st
 
 import gptcore  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported anywhere)
 from explorer.ui import sidebar
 
-st.set_page_config(page_title="GPT Explorer", page_icon=":material/hub:", layout="wide")
+# A local image, served by this server: a ':material/…' page icon makes every browser fetch it from Google's font CDN.
+ICON = Path(__file__).resolve().parent / "static" / "icon.png"
+st.set_page_config(page_title="GPT Explorer", page_icon=str(ICON), layout="wide")
 
 # Learning order. Each concept page adds its own line here.
 PAGES = {
@@ -18,6 +22,7 @@ PAGES = {
         st.Page("pages/residual_norm.py", title="Residual stream & norms", icon=":material/stacked_line_chart:"),
         st.Page("pages/assembled_gpt.py", title="The assembled GPT", icon=":material/account_tree:"),
         st.Page("pages/hyperparameters.py", title="Hyperparameters", icon=":material/tune:"),
+        st.Page("pages/recap.py", title="Recap and what comes next", icon=":material/flag:"),
     ],
     "Model lab": [
         st.Page("pages/training.py", title="Train", icon=":material/model_training:"),

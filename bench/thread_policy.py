@@ -1,6 +1,6 @@
 """Two-thread training step, alone and with one busy-loop process competing, under each OpenMP wait policy.
 
-    python bench/thread_policy.py [--rounds 8]
+    python -m bench.thread_policy [--rounds 8]
 
 libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when torch loads it, so every policy runs in a
 fresh child process. A spinning worker that shares its core with the hog burns the time slices the
@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # not from .common, which loads torch before child() may set policy
+
 POLICIES = {
     "PASSIVE (gptcore sets it)": {"OMP_WAIT_POLICY": "PASSIVE"},
     "spin 10k, then sleep": {"GOMP_SPINCOUNT": "10000"},
@@ -23,38 +24,41 @@ POLICIES = {
 
 
 def child(policy: dict, rounds: int) -> None:
-    import gptcore  # noqa: F401  (its setdefault runs first, then the policy below replaces it)
-
+    """Runs in a fresh process where torch has not loaded yet (the bench package's gptcore import set PASSIVE)."""
     os.environ.pop("OMP_WAIT_POLICY", None)
     os.environ.update(policy)
     import torch
 
-    from gptcore.bench import time_under_hog
     from gptcore.recipes import RECIPES
+
+    from .step import time_under_hog
 
     recipe = RECIPES["tutorial"]
     quiet, busy = time_under_hog(recipe.model, recipe.train, rounds, shards=1)  # one OpenMP team of 2
     print(json.dumps({"threads": torch.get_num_threads(), "quiet": quiet, "busy": busy}))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.thread_policy", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
-        return child(json.loads(args.child), args.rounds)
+        child(json.loads(args.child), args.rounds)
+        return 0
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'policy':<30} {'alone':>10} {'with hog':>10} {'slowdown':>9}")
     for name, policy in POLICIES.items():
-        out = subprocess.run([sys.executable, __file__, "--rounds", str(args.rounds), "--child", json.dumps(policy)],
-                             capture_output=True, text=True, check=True, cwd=ROOT)
+        command = [sys.executable, "-m", "bench.thread_policy", "--rounds", str(args.rounds), "--child",
+                   json.dumps(policy)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{name:<30} {r['quiet'] * 1e3:7.0f} ms {r['busy'] * 1e3:7.0f} ms {r['busy'] / r['quiet']:8.2f}x",
               flush=True)
     print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    main()
+    sys.exit(main())

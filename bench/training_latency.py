@@ -1,8 +1,8 @@
 """Click-to-update latency of the Train page while a model trains in the background.
 
-    python bench/training_latency.py                 # own server + a "Quick demo" run on every core
-    python bench/training_latency.py --preset fast   # the same during a "Fast recipe" run (Muon)
-    python bench/training_latency.py --url http://127.0.0.1:8501   # a server that is already training
+    python -m bench.training_latency                 # own server + a "Quick demo" run on every core
+    python -m bench.training_latency --preset fast   # the same during a "Fast recipe" run (Muon)
+    python -m bench.training_latency --url http://127.0.0.1:8501   # a server that is already training
 
 Each sample clicks the + or − of the "Layers" field (alternately) and times until the parameter
 count under it shows the new model: one full rerun of the page, while the training thread keeps
@@ -19,13 +19,13 @@ import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from gptcore.recipes import RECIPES  # noqa: E402
+from gptcore.recipes import RECIPES
+
+from .common import ROOT
+
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 PARAMS_TEXT = """() => {
@@ -84,12 +84,12 @@ def measure(page, clicks: int) -> list[float]:
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.training_latency", description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="base URL of a server that is already training")
     parser.add_argument("--clicks", type=int, default=30)
     parser.add_argument("--preset", choices=sorted(RECIPES), default="quick", help="the run to start (own server)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     proc, tmp = None, None
     if args.url is None:
         tmp = tempfile.TemporaryDirectory()
@@ -123,7 +123,8 @@ def main() -> None:
     print(f"{len(times)} clicks while training{'' if still_training else ' (the run ended during the test!)'}: "
           f"median {statistics.median(times):.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms; "
           f"the run's average so far, with this page open: {rate} tokens/s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,32 +2,55 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from gptcore import runs
 from gptcore.baselines import bigram_val_loss, uniform_loss
 from gptcore.data import unknown_warning
-from gptcore.describe import describe_model, describe_training, format_duration
+from gptcore.describe import describe_model, describe_training, format_duration, format_step
 from gptcore.train import Diverged, Trainer
 
-from .jobs import Job, JobRefused, JobRegistry
+from .jobs import Job, JobRefused, JobRegistry, JobState
 
 JOB_KIND = "train"
 LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
 
 
-def smooth(values: list[float], weight: float = 0.9) -> list[float]:
-    """Exponential moving average with bias correction, so the first points are not pulled to 0."""
-    out, avg = [], 0.0
-    for i, v in enumerate(values, 1):
-        avg = weight * avg + (1 - weight) * v
-        out.append(avg / (1 - weight ** i))
-    return out
+def smoothing_window(n: int) -> int:
+    """An odd window of about a fifteenth of the curve (5 to 401 points): wide enough to see through the batch
+    noise, narrow enough to follow the fast first drop."""
+    return min(401, max(5, (n // 15) | 1))
+
+
+def smooth(values: list[float], window: int | None = None) -> list[float]:
+    """Savitzky–Golay smoothing: a parabola fitted to each centred window, evaluated at its middle; the first and
+    last half-windows are read off the parabola of the first and last window.
+
+    A centred window has no lag, where an exponential average of a falling loss trails behind it, above the raw
+    and the validation curves. A parabola, unlike a plain mean, also follows the curve's bend, so the steep start
+    is not lifted either.
+    """
+    y = np.asarray(values, dtype=float)
+    n, window = len(y), window or smoothing_window(len(y))
+    if n < 3:
+        return y.tolist()
+    if n <= window:
+        x = np.arange(n)
+        return np.polyval(np.polyfit(x, y, 2), x).tolist()
+    half, x = window // 2, np.arange(window)
+    weights = np.linalg.pinv(np.vander(x - half, 3))[-1]  # least-squares parabola's value at the centre
+    out = np.empty(n)
+    out[half:n - half] = np.convolve(y, weights[::-1], mode="valid")
+    out[:half] = np.polyval(np.polyfit(x, y[:window], 2), x[:half])
+    out[n - half:] = np.polyval(np.polyfit(x, y[-window:], 2), x[window - half:])
+    return out.tolist()
 
 
 def thin(xs: list, ys: list, limit: int = 2000) -> tuple[list, list]:
@@ -105,11 +128,66 @@ def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
     return target
 
 
+def status_message(snap: JobState) -> tuple[str, str] | None:
+    """(Streamlit call, text) saying how an ended or paused run stands; None while it runs or once it failed."""
+    d = snap.data
+    where = format_step(d.get("step", -1), d["total_steps"])
+    final_val = d.get("final_val", float("nan"))
+    return {
+        "paused": ("info", f"Paused at {where}. Resume carries on exactly where it stopped."),
+        "stopping": ("info", "Stopping: scoring the whole validation split and saving a checkpoint…"),
+        "finished": ("success", f"Finished {where} in {format_duration(d.get('elapsed_s'))}. Loss on the whole "
+                     f"validation split: **{final_val:.4f}** (bigram {d['bigram']:.3f}, uniform guess "
+                     f"{d['uniform']:.3f})."),
+        "stopped": ("warning", f"Stopped at {where}; the checkpoint is saved (whole-split val {final_val:.4f}). "
+                    "Continue it from the runs table below."),
+    }.get(snap.status)
+
+
+def run_gone(snap: JobState) -> bool:
+    """Did the run of this ended job save its folder, which has since been renamed away or deleted?"""
+    saved = snap.status in ("finished", "stopped") or "checkpoint_step" in snap.data
+    return not snap.active and saved and not Path(snap.data.get("out_dir", "")).exists()
+
+
+def live_run(snap: JobState, on_disk: runs.RunInfo | None) -> runs.RunInfo:
+    """A training job's run as it stands this second: its live step, losses and status over what its folder
+    says (if it has saved anything yet)."""
+    d = snap.data
+    evals = d.get("evals", [])
+    vals = [e["val"] for e in evals if math.isfinite(e["val"])]
+    history = {"step": d.get("curve_step", []), "train_loss": d.get("curve_loss", []),
+               "eval_step": [e["step"] for e in evals], "eval_train": [e["train"] for e in evals],
+               "eval_val": [e["val"] for e in evals]}
+    path = Path(d["out_dir"])
+    meta = {**(on_disk.meta if on_disk else {}), "history": history, "train_config": d["train"]}
+    return runs.RunInfo(name=snap.name, path=path, status=snap.status, step=d.get("step", -1),
+                        total_steps=d["total_steps"], best_val=min(vals) if vals else None,
+                        final_val=d.get("final_val"), wall_time=d.get("elapsed_s") or 0.0, params=d.get("params"),
+                        corpus=d.get("corpus", ""), saved=time.time(),
+                        has_weights=(path / "model.safetensors").is_file(), meta=meta)
+
+
+def listed_runs(registry: JobRegistry) -> list[runs.RunInfo]:
+    """Every run on disk, newest first, with the one training now listed first at its live step (even before it
+    has saved anything)."""
+    live = registry.live(JOB_KIND)
+    listed = runs.list_runs(live=live)
+    training = []
+    for name in live:
+        job = registry.get(name)
+        snap = job.snapshot() if job else None
+        if snap is not None and "total_steps" in snap.data:  # (its thread has published its set-up)
+            training.append(live_run(snap, next((r for r in listed if r.name == name), None)))
+    names = {r.name for r in training}
+    return training + [r for r in listed if r.name not in names]
+
+
 def runs_frame(listed: list[runs.RunInfo]) -> pd.DataFrame:
     return pd.DataFrame({
         "run": [r.name for r in listed],
         "status": [r.status for r in listed],
-        "steps": [f"{r.step + 1:,} / {r.total_steps + 1:,}" for r in listed],
+        "progress": [format_step(r.step, r.total_steps) for r in listed],
         "best val (estimate)": [r.best_val for r in listed],
         "final val (whole split)": [r.final_val for r in listed],
         "wall time": [format_duration(r.wall_time) for r in listed],
@@ -119,14 +197,14 @@ def runs_frame(listed: list[runs.RunInfo]) -> pd.DataFrame:
     })
 
 
-def run_curves(listed: list[runs.RunInfo], smoothing: float = 0.9) -> pd.DataFrame:
+def run_curves(listed: list[runs.RunInfo]) -> pd.DataFrame:
     """Long table (run, series, step, loss): smoothed train loss and val estimates of each run."""
     frames = []
     for r in listed:
         h = r.history
         if h.get("step"):
             frames.append(pd.DataFrame({"run": r.name, "series": "train (smoothed)", "step": h["step"],
-                                        "loss": smooth(h["train_loss"], smoothing)}))
+                                        "loss": smooth(h["train_loss"])}))
         if h.get("eval_step"):
             frames.append(pd.DataFrame({"run": r.name, "series": "val", "step": h["eval_step"],
                                         "loss": h["eval_val"]}))

@@ -63,12 +63,15 @@ def sidebar() -> None:
     registry = job_registry()
 
     def job_status():  # one line about the background job, refreshed while it runs
+        from gptcore.describe import format_step
+
+        from .training import run_gone
+
         job = registry.active() or registry.latest("train")
-        if job is None:
+        if job is None or run_gone(s := job.snapshot()):  # (a run deleted since: nothing left to point to)
             return
-        s = job.snapshot()
         step, total = s.data.get("step"), s.data.get("total_steps")
-        where = f"step {max(step, 0):,}/{total:,}" if step is not None and total is not None else f"{s.progress:.0%}"
+        where = format_step(step, total) if step is not None and total is not None else f"{s.progress:.0%}"
         icon = {"running": "play_circle", "paused": "pause_circle", "stopping": "stop_circle",
                 "finished": "check_circle", "stopped": "stop_circle", "failed": "error"}.get(s.status, "circle")
         st.caption(f":material/{icon}: {s.kind} **{s.name}** · {where} · {s.status}")

@@ -10,21 +10,14 @@ from pathlib import Path
 import torch
 
 from . import checkpoint as ckpt
-from .config import GPTConfig
+from .config import GPTConfig, Setting, TrainConfig, number_text, settings
 from .data import CorpusError, load_corpus, split_ids, unknown_warning
+from .describe import format_step
 from .errors import UserError
 from .recipes import RECIPES
 from .runs import RunTrainer
 from .sources import CorpusSource
-from .train import Diverged, TrainConfig, TrainControl, evaluate
-
-MODEL_FLAGS = {"d_model": int, "n_layer": int, "n_head": int, "d_ff": int, "context": int, "norm": str,
-               "norm_placement": str, "position": str, "ffn": str, "rope_theta": float}
-TRAIN_FLAGS = {"steps": int, "batch_size": int, "lr": float, "seed": int, "eval_every": int, "eval_batches": int,
-               "schedule": str, "warmup": int, "min_lr_ratio": float, "weight_decay": float, "grad_clip": float,
-               "optimizer": str, "muon_lr": float, "beta2": float,
-               "sample_every": int, "sample_chars": int, "checkpoint_every": int, "snapshot_every": int,
-               "threads": int}
+from .train import Diverged, TrainControl, evaluate
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
@@ -34,6 +27,26 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--builtin-seed", type=int, default=0)
 
 
+def flag_options(s: Setting) -> dict:
+    """argparse options of a config field's flag; default None, so that only the flags given override the recipe."""
+    default = number_text(s.default) if s.kind in (int, float) else str(s.default).lower()
+    when = f"; with --{s.only_with[0].replace('_', '-')} {s.only_with[1]}" if s.only_with else ""
+    help_ = f"{s.help} ({s.range_text()}; default {default}{when})".replace("%", "%%")
+    if s.kind is bool:
+        return dict(action=argparse.BooleanOptionalAction, default=None, help=help_)
+    if s.choices:
+        return dict(choices=list(s.choices), default=None, help=help_)
+    return dict(type=s.kind, default=None, metavar=s.kind.__name__.upper(), help=help_)
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    for cls, title in ((GPTConfig, "model"), (TrainConfig, "training")):
+        group = parser.add_argument_group(title, "defaults are the tutorial recipe's; --recipe starts from another")
+        for s in settings(cls).values():
+            if s.cli:
+                group.add_argument(s.flag, **flag_options(s))
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gptcore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,14 +54,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_data_args(train)
     train.add_argument("--out", required=True, help="checkpoint folder, e.g. checkpoints/ts")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
-    train.add_argument("--no-scale", action="store_true", help="do not divide q·k by sqrt(d_head)")
+    train.add_argument("--no-scale", dest="scale_attention", action="store_false", default=None,
+                       help="short for --no-scale-attention")
     train.add_argument("--recipe", choices=sorted(RECIPES), default="tutorial",
                        help="preset the flags below start from (tutorial: the tutorial's script; fast: Muon, "
                             "batch 16, cosine schedule); a resumed run keeps its own settings")
-    for group, flags in (("model", MODEL_FLAGS), ("training", TRAIN_FLAGS)):
-        g = train.add_argument_group(group)
-        for name, kind in flags.items():
-            g.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    add_setting_flags(train)
     ev = sub.add_parser("eval", help="mean per-character cross-entropy of a checkpoint on a text")
     add_data_args(ev)
     ev.add_argument("--checkpoint", required=True)
@@ -60,14 +71,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     sample.add_argument("--temperature", type=float, default=1.0)
     sample.add_argument("--top-k", type=int, default=None)
     sample.add_argument("--seed", type=int, default=0)
-    from .bench import add_bench_parser
-
-    add_bench_parser(sub)
+    copying = sub.add_parser("copying", help="does a checkpoint copy from its context? loss per copy and induction "
+                                             "heads on random text shown twice")
+    copying.add_argument("--checkpoint", required=True)
+    copying.add_argument("--length", type=int, default=None, help="characters per copy (default: context // repeats)")
+    copying.add_argument("--repeats", type=int, default=2)
+    copying.add_argument("--sequences", type=int, default=16, help="random sequences to average over")
+    copying.add_argument("--seed", type=int, default=0)
+    # Everything after `bench` goes to the bench package's own parser ('+' so that no flag is taken here).
+    bench_parser = sub.add_parser("bench", prefix_chars="+", add_help=False,
+                                  help="benchmarks (the repository's bench/ package): bench [NAME] [flags]")
+    bench_parser.add_argument("bench_args", nargs="*")
     return parser.parse_args(argv)
 
 
-def picked(args, flags) -> dict:
-    return {k: getattr(args, k) for k in flags if getattr(args, k) is not None}
+def picked(args, cls) -> dict:
+    """The fields of config class cls that were given as flags."""
+    return {name: getattr(args, name) for name, s in settings(cls).items() if s.cli and getattr(args, name) is not None}
 
 
 class Progress:
@@ -84,7 +104,7 @@ class Progress:
         self.last = now
         total = d["total_steps"]
         bar = "#" * int(30 * (d["step"] + 1) / (total + 1))
-        line = (f"[{bar:<30}] step {d['step']}/{total}  {d['tokens_per_s']:,.0f} tok/s  "
+        line = (f"[{bar:<30}] {format_step(d['step'], total)}  {d['tokens_per_s']:,.0f} tok/s  "
                 f"ETA {d['eta_s']:.0f}s  loss {d['loss']:.3f}")
         self.stream.write(f"\r{line} " if self.tty else line + "\n")
         self.stream.flush()
@@ -103,12 +123,12 @@ def cmd_train(args) -> int:
             print("error: --recipe starts a new run; --resume continues with the run's own settings "
                   "(change single ones with their flags)", file=sys.stderr)
             return 2
-        if picked(args, MODEL_FLAGS) or args.no_scale:
+        if picked(args, GPTConfig):
             print("error: a resumed run keeps its model; model flags (--d-model, --context, ...) need a new run",
                   file=sys.stderr)
             return 2
         base = ckpt.resumable_meta(out)["train_config"]
-        tc = TrainConfig.from_dict({**base, **picked(args, TRAIN_FLAGS)})
+        tc = TrainConfig.from_dict({**base, **picked(args, TrainConfig)})
         model_cfg = None
     else:
         if (out / "model.safetensors").exists():
@@ -116,9 +136,8 @@ def cmd_train(args) -> int:
                   file=sys.stderr)
             return 2
         recipe = RECIPES[args.recipe]
-        tc = TrainConfig.from_dict({**recipe.train.to_dict(), **picked(args, TRAIN_FLAGS)})
-        model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, MODEL_FLAGS),
-                                         **({"scale_attention": False} if args.no_scale else {})})
+        tc = TrainConfig.from_dict({**recipe.train.to_dict(), **picked(args, TrainConfig)})
+        model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, GPTConfig)})
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
     # recorded with the run, so the app's Continue button can load the same corpus again
     source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed) if args.data == "builtin" \
@@ -158,7 +177,7 @@ def cmd_train(args) -> int:
         print(f"error: {trainer.diverged_message(e)}", file=sys.stderr)
         return 3
     print(f"{time.time() - t0:.0f}s")
-    print(f"{status} at step {trainer.step}; checkpoint saved to {out}")
+    print(f"{status} at {format_step(trainer.step, tc.steps)}; checkpoint saved to {out}")
     return 0
 
 
@@ -201,13 +220,25 @@ def cmd_sample(args) -> int:
     return 0
 
 
+def cmd_copying(args) -> int:
+    from .copying import format_report, measure_copying
+
+    loaded = ckpt.load_checkpoint(args.checkpoint)
+    print(format_report(measure_copying(loaded.model, args.length, args.repeats, args.sequences, args.seed)))
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample}
+    commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying}
     if args.command == "bench":
-        from .bench import run_bench
-
-        return run_bench(args)
+        try:
+            import bench
+        except ModuleNotFoundError:
+            print("error: the benchmarks are the repository's bench/ package: run this from the repository root",
+                  file=sys.stderr)
+            return 2
+        return bench.main(args.bench_args)
     try:
         return commands[args.command](args)
     except UserError as e:

@@ -1,23 +1,114 @@
-"""One dataclass describes a model; the defaults are the tutorial's GPT."""
+"""The two configurations, a model (GPTConfig: the tutorial's GPT by default) and a training run (TrainConfig:
+the tutorial's recipe by default), each with one table of settings.
+
+Every field carries a `Setting`: its label and help for a person, the values it takes, and whether it is a
+command-line flag and a widget in the app. Validation (here), the CLI's flags (cli.py) and the Train page's
+widgets (explorer/forms.py) are all generated from it, so a range or a help text is written only once.
+"""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import field as dataclass_field
+from functools import cache
+from typing import Any
 
 from .errors import UserError
 
-CHOICES = {
-    "norm": ("rms", "layer"),
-    "norm_placement": ("pre", "post"),
-    "position": ("rope", "learned", "none"),
-    "ffn": ("swiglu", "relu", "gelu"),
-}
-# Generous ceilings: they exist to turn a typo (d_model=1280000) into a message, not an OOM.
-LIMITS = {"vocab_size": 100_000, "d_model": 4096, "n_layer": 64, "n_head": 64, "d_ff": 16384, "context": 8192}
+KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one config field means and which values it takes."""
+    label: str
+    help: str
+    low: float | None = None  # smallest allowed number (inclusive unless low_open)
+    high: float | None = None  # largest allowed number (inclusive unless high_open)
+    low_open: bool = False
+    high_open: bool = False
+    choices: dict[str, str] | None = None  # allowed value → its name for a person
+    step: float | None = None  # the widget's −/+ increment
+    only_with: tuple[str, str] | None = None  # (field, value): it matters only then (warmup: cosine schedule)
+    cli: bool = True  # a flag of `python -m gptcore train`
+    widget: bool = True  # a widget on the Train page
+    # filled in from the dataclass field by settings()
+    name: str = ""
+    kind: type = object
+    default: Any = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def range_text(self) -> str:
+        """The allowed values in words: 'from 1 to 4,096', 'greater than 0.0 and at most 10,000.0', 'rms or layer'."""
+        if self.kind is bool:
+            return "true or false"
+        if self.choices:
+            names = list(self.choices)
+            return " or ".join(names) if len(names) == 2 else f"one of {', '.join(names)}"
+        low, high = (None if v is None else number_text(v) for v in (self.low, self.high))
+        if low is not None and high is not None and not (self.low_open or self.high_open):
+            return f"from {low} to {high}"
+        parts = []
+        if low is not None:
+            parts.append(f"greater than {low}" if self.low_open else f"at least {low}")
+        if high is not None:
+            parts.append(f"less than {high}" if self.high_open else f"at most {high}")
+        return " and ".join(parts)
+
+    def problem(self, value) -> str | None:
+        """Why `value` is not allowed, as a sentence naming the field and its range; None when it is."""
+        if self.kind is bool:
+            return None if isinstance(value, bool) else f"{self.name} must be true or false, got {value!r}"
+        if self.choices:
+            return None if value in self.choices else f"{self.name} must be {self.range_text()}, got {value!r}"
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind is int:
+            if not (isinstance(value, int) and is_number and self.within(value)):
+                return f"{self.name} must be an integer {self.range_text()}, got {value!r}"
+            return None
+        if not is_number or not math.isfinite(value):
+            return f"{self.name} must be a finite number, got {value!r}"
+        return None if self.within(value) else f"{self.name} must be a number {self.range_text()}, got {value!r}"
+
+    def within(self, value) -> bool:
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+
+def number_text(value: float) -> str:
+    """1,000,000 for a whole number (int or float), 0.9999 or 1e-06 otherwise."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def setting(default, label: str, help: str, **details) -> Any:
+    """A dataclass field with its default and its Setting (label, help, range or choices, …)."""
+    return dataclass_field(default=default, metadata={"setting": Setting(label, help, **details)})
+
+
+@cache
+def settings(cls) -> dict[str, Setting]:
+    """{name: Setting} of a config class, in field order, each completed with its name, type and default."""
+    return {f.name: replace(f.metadata["setting"], name=f.name, kind=KINDS[f.type], default=f.default)
+            for f in fields(cls)}
+
+
+def check_fields(config, error: type[Exception]) -> None:
+    """Raise `error` with the first field's problem, in field order."""
+    for s in settings(type(config)).values():
+        if (message := s.problem(getattr(config, s.name))) is not None:
+            raise error(message)
 
 
 class ConfigError(UserError, ValueError):
     """A model configuration that cannot be built, with a message fit for the UI."""
+
+
+class TrainConfigError(UserError, ValueError):
+    """Hyperparameters that cannot train, with a message fit for the UI."""
 
 
 def swiglu_hidden(d_model: int, multiple: int = 8) -> int:
@@ -25,22 +116,40 @@ def swiglu_hidden(d_model: int, multiple: int = 8) -> int:
     return multiple * math.ceil(8 * d_model / 3 / multiple)
 
 
+# The ceilings are generous: they turn a typo (d_model=1280000) into a message rather than an out-of-memory crash.
 @dataclass
 class GPTConfig:
-    vocab_size: int = 74
-    d_model: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    d_ff: int = 344
-    context: int = 128
-    norm: str = "rms"
-    norm_placement: str = "pre"
-    norm_eps: float = 1e-5
-    position: str = "rope"
-    rope_theta: float = 10000.0
-    scale_attention: bool = True  # divide q·k by sqrt(d_head)
-    ffn: str = "swiglu"
-    causal: bool = True  # False only to demonstrate what leaks without the mask
+    vocab_size: int = setting(74, "Vocabulary", "Distinct characters of the corpus: one row of the embedding and "
+                              "one of the output head each.", low=1, high=100_000, cli=False, widget=False)
+    d_model: int = setting(128, "Width d_model", "Size of every token vector in the residual stream.",
+                           low=1, high=4096, step=8)
+    n_layer: int = setting(4, "Layers", "Transformer blocks stacked on the residual stream.", low=1, high=64, step=1)
+    n_head: int = setting(4, "Heads", "Attention heads per layer; each works on its own d_model / n_head channels "
+                          "of the projected queries, keys and values.", low=1, high=64, step=1)
+    d_ff: int = setting(344, "FFN width d_ff", "Hidden width of the feed-forward block (SwiGLU keeps 8·d² "
+                        "parameters at 8/3·d_model).", low=1, high=16384, step=8)
+    context: int = setting(128, "Context (characters)", "How many previous characters the model can see.",
+                           low=1, high=8192, step=8)
+    norm: str = setting("rms", "Norm", "RMSNorm rescales each vector by its root mean square; LayerNorm also "
+                        "subtracts its mean and adds a bias.", choices={"rms": "RMSNorm", "layer": "LayerNorm"})
+    norm_placement: str = setting("pre", "Norm placement", "pre-norm: x + f(norm(x)), the residual stream itself is "
+                                  "never normed; post-norm: norm(x + f(x)), as in the original Transformer.",
+                                  choices={"pre": "pre-norm", "post": "post-norm"})
+    norm_eps: float = setting(1e-5, "Norm ε", "Added to the variance before the square root, so a zero vector "
+                              "does not divide by zero.", low=0.0, high=1.0, low_open=True, high_open=True,
+                              widget=False)
+    position: str = setting("rope", "Positions", "How the model knows where a character sits: RoPE rotates queries "
+                            "and keys by their position, learned adds a trained vector per position (GPT-2), none "
+                            "leaves only the causal mask.",
+                            choices={"rope": "RoPE", "learned": "learned (GPT-2)", "none": "none"})
+    rope_theta: float = setting(10000.0, "RoPE θ", "Base of the rotation frequencies θ_i = θ^(−2i/d_head).",
+                                low=1.0, high=1e9, low_open=True, step=1000.0, only_with=("position", "rope"))
+    scale_attention: bool = setting(True, "Divide q·k by √d_head", "Keeps the attention scores' spread independent "
+                                    "of the head width.")
+    ffn: str = setting("swiglu", "Feed-forward", "SwiGLU: a gated MLP with three matrices; ReLU and GELU: the "
+                       "classic two-matrix MLP.", choices={"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"})
+    causal: bool = setting(True, "Causal mask", "False only to demonstrate what leaks without the mask.",
+                           cli=False, widget=False)
 
     def __post_init__(self):
         self.validate()
@@ -50,28 +159,11 @@ class GPTConfig:
         return self.d_model // self.n_head
 
     def validate(self) -> None:
-        for name, top in LIMITS.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
-                raise ConfigError(f"{name} must be an integer from 1 to {top:,}, got {value!r}")
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        check_fields(self, ConfigError)
         if self.d_model % self.n_head:
             raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
         if self.position == "rope" and self.d_head % 2:
             raise ConfigError(f"RoPE rotates channel pairs, so d_head ({self.d_head}) must be even")
-        for name in ("scale_attention", "causal"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        for name in ("rope_theta", "norm_eps"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if not self.rope_theta > 1:
-            raise ConfigError(f"rope_theta must be greater than 1, got {self.rope_theta!r}")
-        if not 0 < self.norm_eps < 1:
-            raise ConfigError(f"norm_eps must be between 0 and 1, got {self.norm_eps!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,3 +177,75 @@ class GPTConfig:
         if unknown:
             raise ConfigError(f"unknown model config keys: {', '.join(unknown)}")
         return cls(**data)
+
+
+CHOICES = {name: tuple(s.choices) for name, s in settings(GPTConfig).items() if s.choices}
+
+EVERY = 1_000_000  # ceiling of the step counts and intervals
+
+
+@dataclass
+class TrainConfig:
+    steps: int = setting(1500, "Last step", "Steps 0…N run, like the tutorial's range(N + 1): 1500 means 1,501 "
+                         "updates.", low=0, high=EVERY, step=100)
+    batch_size: int = setting(32, "Batch size", "Random windows of `context` characters per step.",
+                              low=1, high=4096, step=1)
+    lr: float = setting(3e-3, "Learning rate", "AdamW's peak learning rate (with Muon: for the embeddings, the head "
+                        "and the norm gains).", low=0.0, high=10_000.0, low_open=True, step=1e-3)
+    seed: int = setting(0, "Seed", "Seeds the initial weights and the batches: the same seed gives the same run.",
+                        low=0, high=2**31 - 1, step=1)
+    eval_every: int = setting(500, "Evaluate every", "Each evaluation draws validation batches from the training "
+                              "random stream, so changing this changes the run itself.", low=1, high=EVERY, step=50)
+    eval_batches: int = setting(10, "Batches per evaluation", "Validation batches averaged into each loss estimate "
+                                "(drawn from the training random stream).", low=1, high=10_000, step=1)
+    schedule: str = setting("constant", "Learning-rate schedule", "constant: the tutorial's; cosine: a linear warmup, "
+                            "then a cosine decay to the final lr ratio.",
+                            choices={"constant": "constant", "cosine": "cosine"})
+    warmup: int = setting(0, "Warmup steps", "Linear ramp at the start of the cosine schedule.", low=0, high=EVERY,
+                          step=10, only_with=("schedule", "cosine"))
+    min_lr_ratio: float = setting(0.1, "Final lr ratio", "Cosine decays to this fraction of the peak.",
+                                  low=0.0, high=1.0, step=0.05, only_with=("schedule", "cosine"))
+    weight_decay: float = setting(0.01, "Weight decay", "Decoupled decay, p ← p·(1 − lr·wd); 0.01 is torch's AdamW "
+                                  "default, which the tutorial uses. Under Muon it also shrinks the blocks' matrices, "
+                                  "at Muon's larger lr.", low=0.0, high=10.0, step=0.01)
+    decay_all: bool = setting(True, "Decay every parameter", "On: decay every parameter, as the tutorial does; "
+                              "off: leave the norm gains and the embedding alone.")
+    beta2: float = setting(0.999, "Adam β₂", "Decay of Adam's running mean of squared gradients; 0.999 is torch's "
+                           "default, the fast recipe uses 0.99.", low=0.0, high=0.9999, step=0.001)
+    optimizer: str = setting("adamw", "Optimizer", "Muon orthogonalizes the momentum of each weight matrix in the "
+                             "blocks (every direction moves at the same rate); embeddings, head and norm gains stay "
+                             "on AdamW at the learning rate. The fast and quick presets use it.",
+                             choices={"adamw": "AdamW", "muon": "Muon"})
+    muon_lr: float = setting(0.02, "Muon lr", "Peak learning rate of the blocks' weight matrices under Muon; the "
+                             "schedule scales it like AdamW's.", low=0.0, high=10.0, step=0.005,
+                             only_with=("optimizer", "muon"))
+    grad_clip: float = setting(0.0, "Gradient clip", "Clip the global gradient norm to this; 0 = off.",
+                               low=0.0, high=1e6, step=0.5)
+    sample_every: int = setting(0, "Sample every", "0 = only at the end. Samples never change the run.",
+                                low=0, high=EVERY, step=50)
+    sample_chars: int = setting(200, "Characters per sample", "Length of each generated sample.",
+                                low=1, high=100_000, step=50)
+    checkpoint_every: int = setting(0, "Checkpoint every", "0 = only at stop or end. Checkpoints never change the "
+                                    "run.", low=0, high=EVERY, step=50)
+    snapshot_every: int = setting(0, "Snapshot every", "Keep intermediate weights for the inspector's training "
+                                  "slider; 0 = none.", low=0, high=EVERY, step=50)
+    threads: int = setting(0, "CPU threads", "0 = every core. Each thread computes the gradients of its own slice "
+                           "of each batch.", low=0, high=256, step=1)
+    final_eval: bool = setting(True, "Score the whole validation split", "At the end, the loss over every "
+                               "validation window, without the sampling noise of the estimates.", widget=False)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        check_fields(self, TrainConfigError)
+        if self.optimizer == "muon" and self.muon_lr <= 0:
+            raise TrainConfigError("muon_lr must be greater than 0")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -11,10 +11,13 @@ Only `random.Random` is used, so generating text never touches torch's RNG.
 
 import random
 import re
+import string
 from dataclasses import dataclass
 
 BUILTIN_DEFAULT_CHARS = 1_000_000
 SEPARATOR = "\n<|endoftext|>\n"
+SONG_CHANCE = 0.35  # share of stories whose hero has a silly song
+PASSWORD_CHANCE = 0.5  # share of stories with a secret hideout and its password
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -26,23 +29,14 @@ _PRONOUNS = {
 
 # --- vocabulary ------------------------------------------------------------
 
-_GIRLS = """Lucy Lily Mia Emma Sophie Anna Sara Ella Zoe Amy Lila Ruby Rosie Daisy
-Molly Chloe Grace Ava Olivia Isla Nora Hannah Julia Kate Lena Maya Nina Tara Bella
-Clara Eva Fiona Gina Holly Ivy Jenny Kim Laura Megan Nell Pia Rita Sally Tina Uma
-Vera Wendy Abby Beth Cora Dina Elsie Fay Gemma Hazel Iris Jade Kira Leah Mila Nadia
-Olive Penny Quinn Rose Sadie Tessa Willa Yara Zara Alice Amber Bonnie Carla Dora
-Ellie Flora Greta Heidi Ida Josie Katie Lottie Mabel Nancy Opal Poppy Rosa Susie
-Violet Lulu Sue Jane Amelia Harper""".split()
-_BOYS = """Tom Ben Sam Jack Leo Tim Joe Finn Noah Liam Owen Jake Luke Adam Alex Billy
-Bobby Charlie Danny Eli Felix George Harry Henry Ian Jim Kevin Leon Mark Nick Oscar
-Pete Ray Ryan Seth Ted Toby Victor Zack Andy Bert Carl Dan Ed Fred Gus Hugo Jay Kai
-Louis Matt Ned Otto Paul Roy Sid Theo Vince Wes Arlo Bruno Cody Dylan Ethan Frank
-Gabe Hank Isaac Jonah Kyle Lucas Milo Nate Ollie Percy Rudy Simon Tyler Walt Xavier
-Zane Archie Benny Colin Dean Evan Jasper Mason Tony Ricky Eddie Vic Hugh""".split()
-_PET_NAMES = """Max Buddy Spot Rex Bingo Rusty Scout Duke Biscuit Pepper Mittens
-Whiskers Tiger Kitty Shadow Socks Luna Misty Tweety Pip Sunny Kiwi Hops Fluffy Cotton
-Snowball Peanut Coco Ziggy Bubbles Patch Muffin""".split()
-_ROBOT_NAMES = "Beep Bolt Zip Robo Bleep Gizmo Sparky Clank Dot Widget".split()
+# Names are invented per story from syllables, so no amount of memorising predicts them: a model can only
+# get "Tavina" right the second time by copying it from where the story first said it.
+_ONSETS = "b br d dr f fl g gl h j k kl l m n p pl r s sk sl sn st t tr v w z ch sh".split()
+_VOWELS = "a e i o u a e i o u ee oo ai".split()
+_MIDDLES = "b d f g k l m n p r s t v z".split()
+_NAME_ENDS = {"she": "a a i ie ette elle ina ly", "he": "o o an en ick us ot um", "it": "ix ax ob ip oz"}
+_NAME_ENDS = {pron: ends.split() for pron, ends in _NAME_ENDS.items()}
+_CODE_CHARS = string.ascii_uppercase + string.ascii_lowercase + string.digits
 
 _KID_ADJS = "little young small happy kind sweet curious cheerful brave".split()
 _ANIMALS = """cat dog bird mouse rabbit bunny duck bear fox frog squirrel puppy
@@ -235,6 +229,19 @@ _GIFTS = [
     ("picked flowers for", "flowers"), ("baked a little cake for", "cake"),
     ("made a paper crown for", "crown"), ("made a clay pot for", "pot"),
 ]
+_TREASURES = [
+    "a shiny gold coin", "a tiny silver key", "a pretty blue stone", "an old map", "a little music box",
+    "a string of pearls", "a bag of marbles", "a green glass bird", "a small golden bell", "a toy ship",
+]
+# a silly song's parts; the song is sung twice, word for word
+_SONG_VERBS = "hop skip clap spin jump tap swing twirl stomp wiggle march dance".split()
+_SONG_GOALS = "moon sea hill tree river sky town sun bridge gate".split()
+_SONGS = [
+    "{V}, {v}, little {colour} {animal}, {v2} all the way to the {goal}!",
+    "{W}, {w}! The {colour} {animal} likes to {v2}!",
+    "{V} and {v2}, {v} and {v2}, {w} says the {animal}!",
+    "{W}, {w}, {v} to the {goal}, {v2} with the {colour} {animal}!",
+]
 # sign, event, what it looks like after, what they do after
 _WEATHER = [
     ("dark clouds filled the sky", "it began to rain", "a big rainbow was in the sky",
@@ -270,6 +277,7 @@ class Story:
     hero: str
     pronoun: str  # subject pronoun of the hero: "she", "he" or "it"
     cast: dict    # lower-case word naming a character -> that character's subject pronoun
+    invented: tuple  # the story's made-up names, magic words, codes and songs, in order of invention
 
 
 def _a(phrase: str) -> str:
@@ -290,6 +298,7 @@ class _Builder:
         self.ctx = {}
         self.speakers = {}  # template key -> (name, subject pronoun, cast word)
         self.cast = {}
+        self.invented = []
         self.hero_kind = "kid"  # "kid", "animal" or "robot"; set by _hero
         self.paras = []
         self.cur = []
@@ -340,6 +349,33 @@ class _Builder:
         self.cur = []
 
 
+# --- invented words ------------------------------------------------------------
+
+def _syllable(rng: random.Random) -> str:
+    return rng.choice(_ONSETS) + rng.choice(_VOWELS)
+
+
+def _invent_name(b: _Builder, pron: str) -> str:
+    """A new name for this story, e.g. Tavina (she), Brokus (he) or Zemix (it); never one the cast has."""
+    while True:
+        stem = "".join(_syllable(b.rng) for _ in range(b.rng.choice((1, 1, 2))))
+        name = (stem + b.pick(_MIDDLES) + b.pick(_NAME_ENDS[pron])).capitalize()
+        if name.lower() not in b.cast:
+            b.invented.append(name)
+            return name
+
+
+def _invent_magic_word(rng: random.Random) -> str:
+    """A spell like "Zibo-kaloo": two or three made-up parts, joined so no word is ever doubled."""
+    parts = [_syllable(rng) + rng.choice(("", "", "b", "m", "z", "loo", "ka")) for _ in range(rng.choice((2, 3)))]
+    return "-".join(parts).capitalize()
+
+
+def _invent_code(rng: random.Random, length: int) -> str:
+    """Random letters and digits, e.g. Kq7B2; it opens with a capital so it can start speech."""
+    return rng.choice(string.ascii_uppercase) + "".join(rng.choices(_CODE_CHARS, k=length - 1))
+
+
 # --- cast and setting --------------------------------------------------------
 
 def _hero(b: _Builder):
@@ -347,13 +383,12 @@ def _hero(b: _Builder):
     r = b.rng.random()
     if r < 0.72:
         pron = b.pick(("she", "he"))
-        noun, names = ("girl", _GIRLS) if pron == "she" else ("boy", _BOYS)
-        kind, name = "kid", b.pick(names)
+        noun, kind = ("girl" if pron == "she" else "boy"), "kid"
     elif r < 0.93:
         pron, noun, kind = b.pick(("she", "he")), b.pick(_ANIMALS), "animal"
-        name = b.pick(_PET_NAMES)
     else:
-        pron, noun, kind, name = "it", "robot", "robot", b.pick(_ROBOT_NAMES)
+        pron, noun, kind = "it", "robot", "robot"
+    name = _invent_name(b, pron)
     b.hero_kind = kind
     adj = b.pick(_KID_ADJS) + " " if b.rng.random() < 0.6 else ""
     b.ctx.update(a_kind=_a(adj + noun), noun_kind=noun, call=name,
@@ -363,16 +398,13 @@ def _hero(b: _Builder):
 
 
 def _named_friend(b: _Builder, animals=None):
-    """A kid, or (given a list of animals) a named animal; never reusing a cast name."""
+    """A kid, or (given a list of animals) an animal, with a name new to the story."""
     pron = b.pick(("she", "he"))
     if animals is None:
-        noun, names = ("girl", _GIRLS) if pron == "she" else ("boy", _BOYS)
+        noun = "girl" if pron == "she" else "boy"
     else:
-        noun, names = b.pick(animals), _PET_NAMES
-    name = b.pick(names)
-    while name.lower() in b.cast:
-        name = b.pick(names)
-    return name, pron, noun
+        noun = b.pick(animals)
+    return _invent_name(b, pron), pron, noun
 
 
 _ADULTS = {"mom": ("Mom", "she"), "dad": ("Dad", "he"),
@@ -462,7 +494,34 @@ def _intro(b: _Builder, role: str):
           "Near {his} home was {place}.")
     b.maybe(0.6, "It was a nice place with {feat} and {feat2}.",
             "{place} had {feat} and {feat2}.")
+    if b.rng.random() < SONG_CHANCE:
+        _song(b)
+    if b.rng.random() < PASSWORD_CHANCE:
+        _password(b)
     b.para()
+
+
+def _song(b: _Builder):
+    """A made-up song the hero sings twice in a row, word for word, and maybe once more at the end."""
+    v, v2 = b.rng.sample(_SONG_VERBS, 2)
+    word = _invent_magic_word(b.rng)
+    b.ctx["song"] = b.pick(_SONGS).format(V=v.capitalize(), v=v, v2=v2, W=word, w=word.lower(),
+                                          colour=b.pick(_COLOURS), animal=b.pick(_ANIMALS), goal=b.pick(_SONG_GOALS))
+    b.invented.append(b.ctx["song"])
+    b.add('{H} had a silly song that {he} liked to sing: "{song}"',
+          '{H} and {C} made up a silly song together: "{song}"')
+    b.add('{H} sang it again and again: "{song}"', 'Then they sang it once more: "{song}"')
+
+
+def _password(b: _Builder):
+    """A hideout whose password, a string of random letters and digits, is said three times in a row."""
+    b.ctx["password"] = _invent_code(b.rng, b.rng.randint(5, 8))
+    b.invented.append(b.ctx["password"])
+    b.add('{H} had a secret hideout, and its password was "{password}!"',
+          'To get into {H}\'s secret hideout, you had to say the password: "{password}!"')
+    b.add('{C} knocked and said, "{password}!"', '"{password}!" said {C} at the door.')
+    b.add('"{password}!" {H} said back, and {he} let {C} in.',
+          '{H} smiled and said, "{password}!" Then {he} opened the door.')
 
 
 def _companion_intro(b: _Builder, role: str):
@@ -553,6 +612,8 @@ def _plot_sharing(b: _Builder):
 
 def _plot_fear(b: _Builder):
     b.ctx.update(zip(("fear", "challenge", "challenged", "to_fear"), b.pick(_FEARS)))
+    b.ctx["magic"] = _invent_magic_word(b.rng)
+    b.invented.append(b.ctx["magic"])
     b.add("One day, {H} went {to_fear} with {C}.",
           "One day, {C} took {H} {to_fear}.",
           "One afternoon, {H} and {C} went {to_fear}.")
@@ -565,7 +626,10 @@ def _plot_fear(b: _Builder):
     b.say("C", "It is okay to be scared. I will be right here with you.",
           "You are braver than you think, {call}.",
           "Just try it once. I will be right here.")
+    b.add('{C} taught {H} a magic word for brave days: "{magic}!"',
+          'Then {C} told {H} a secret magic word: "{magic}!"')
     b.add("{H} took a deep breath.", "{H} held {his} {obj} tight.")
+    b.add('{H} said the magic word, "{magic}!"', '{H} whispered, "{magic}!"')
     b.add("Then {he} {challenged}.", "Slowly, {he} {challenged}.")
     b.add("It was not scary at all. It was fun!", "It was a lot of fun!")
     b.say("H", "I did it! I really did it!", "Can we do it again?")
@@ -574,7 +638,29 @@ def _plot_fear(b: _Builder):
           "{H} learned that being brave means trying even when you are scared.",
           "{H} was still {trait}, but now {he} was brave too.",
           "That night, {H} went to sleep with a smile, because {he} had been so brave.",
-          "The next day, {H} told everyone {at_place} how brave {he} had been.")
+          "The next day, {H} told everyone {at_place} how brave {he} had been.",
+          'Now, when {H} feels scared, {he} just says, "{magic}!"')
+
+
+def _plot_code(b: _Builder):
+    b.ctx.update(code=_invent_code(b.rng, b.rng.randint(4, 6)), spot=b.pick(_SPOTS), treasure=b.pick(_TREASURES))
+    b.invented.append(b.ctx["code"])
+    b.add("One day, {H} found an old box {spot} {at_place}.",
+          "One day, {H} and {C} went {to_place}, and {H} found an old box {spot}.")
+    b.add("The box had a little lock with letters and numbers on it.", "The box was shut with a code lock.")
+    b.add("On the lid, someone had written {code}.", "Next to the box was a note that said {code}.")
+    b.say("H", "Look, {c_call}! It says {code}!", "What does {code} mean?")
+    b.say("C", "Maybe {code} is the code for the lock.", "Try {code} on the lock, {call}.", reply=True)
+    b.para()
+    b.add("{H} turned the little wheels to {code}, one by one.", "Slowly, {H} set the lock to {code}.")
+    b.add("Click! The box opened.", "With a soft click, the lock opened.")
+    b.add("Inside was {treasure}.", "Inside the box, {H} found {treasure}.")
+    b.say("H", "Wow! A real treasure!", "We found a treasure!", "I can't believe it!")
+    b.maybe(0.6, "{C} laughed and gave {H} a hug.", "{H} showed {C} the treasure.")
+    b.para()
+    b.add("{H} kept the note with {code} on it, so {he} would never forget the day {he} found a treasure.",
+          "{H} shared the treasure with {C}, and they put the box back for someone else to find.",
+          "{H} learned that the best surprises can hide in the smallest places.")
 
 
 def _plot_helping(b: _Builder):
@@ -743,6 +829,7 @@ _PLOTS = [
     (_plot_broken, "mom dad grandma grandpa friend", False),
     (_plot_new_friend, _ANY, False),
     (_plot_weather, _ANY, True),
+    (_plot_code, _ANY, True),
 ]
 _ROLES = "friend friend friend mom mom dad dad grandma grandpa pet pet group".split()
 _ANIMAL_ROLES = [r if r != "pet" else "friend" for r in _ROLES]  # an animal's pet is odd
@@ -759,9 +846,11 @@ def generate_story(rng: random.Random) -> Story:
     _place(b, "", outdoor=outdoor)
     _intro(b, role)
     plot(b)
+    if "song" in b.ctx:
+        b.maybe(0.7, 'That night, {H} sang {his} song one more time: "{song}"')
     b.para()
     name, pron, _ = b.speakers["H"]
-    return Story("\n".join(b.paras), name, pron, b.cast)
+    return Story("\n".join(b.paras), name, pron, b.cast, tuple(b.invented))
 
 
 def generate_stories(n_chars: int, seed: int = 0) -> str:

@@ -1,16 +1,20 @@
-"""Corpora, the character tokenizer, the 90/10 split and random batches."""
+"""Corpora, the 90/10 split and random batches (the tokenizers live in tokenizer.py)."""
 from __future__ import annotations
 
 import os
+import socket
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import torch
 
 from .errors import UserError
+from .tokenizer import CharTokenizer  # noqa: F401  (re-exported: callers import it from here)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TINYSTORIES_VALID_URL = (
@@ -120,49 +124,27 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
             raise CorpusError(f"download of {url} stopped after {done:,} of {total:,} bytes")
     except OSError as e:
         partial.unlink(missing_ok=True)
-        raise CorpusError(f"could not download {url}: {e}") from None
+        raise CorpusError(download_failure(url, target, e)) from None
     os.replace(partial, target)
     return target
 
 
-class CharTokenizer:
-    """One id per distinct character, sorted, as in the tutorial.
-
-    Characters outside the vocabulary are dropped from the input (there is no <unk> id in a char
-    vocabulary); `unknown` reports them so the UI and CLI can warn.
-    """
-
-    def __init__(self, chars: list[str]):
-        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
-            raise ValueError("tokenizer vocabulary must be distinct single characters")
-        self.chars = list(chars)
-        self.stoi = {c: i for i, c in enumerate(self.chars)}
-
-    @classmethod
-    def from_text(cls, text: str) -> CharTokenizer:
-        return cls(sorted(set(text)))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def unknown(self, text: str) -> Counter:
-        return Counter(c for c in text if c not in self.stoi)
-
-    def encode(self, text: str) -> list[int]:
-        return [self.stoi[c] for c in text if c in self.stoi]
-
-    def decode(self, ids) -> str:
-        return "".join(self.chars[int(i)] for i in ids)
-
-    def to_dict(self) -> dict:
-        return {"type": "char", "chars": self.chars}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> CharTokenizer:
-        if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
-            raise ValueError("tokenizer must be {'type': 'char', 'chars': [...]}")
-        return cls(data["chars"])
+def download_failure(url: str, target: Path, error: OSError) -> str:
+    """What went wrong with a download, in words, and what the person can do about it."""
+    reason = getattr(error, "reason", error)  # urllib wraps the socket's error in a URLError
+    if isinstance(error, urllib.error.HTTPError):
+        why = f"the server answered {error.code} {error.reason}"
+    elif isinstance(reason, socket.gaierror):
+        why = f"{urlsplit(url).hostname} could not be found, so this machine seems to be offline"
+    elif isinstance(reason, TimeoutError | socket.timeout):
+        why = "the server did not answer in time"
+    elif isinstance(error, urllib.error.URLError):
+        why = f"the connection failed ({reason})"
+    else:
+        why = f"the file could not be written ({error})"
+    return (f"could not download {url}: {why}. Connect to the internet and try again, or fetch that file on "
+            f"another machine and copy it to {target}, where it is picked up without a network. The built-in "
+            "stories need no download.")
 
 
 def unknown_warning(unknown: Counter) -> str | None:
@@ -189,9 +171,20 @@ def check_trainable(n_tokens: int, context: int) -> None:
             f"so that the 10% validation split still holds one window of {context + 1} characters")
 
 
-def get_batch(data: torch.Tensor, context: int, batch_size: int, generator: torch.Generator | None = None):
-    """Random windows x and their targets y = x shifted left by one position."""
+def get_batch(data, context: int, batch_size: int, generator: torch.Generator | None = None,
+              rows: slice | None = None):
+    """Random windows x and their targets y = x shifted left by one position.
+
+    data is a tensor of ids or a prepared token file's TokenArray (read window by window). rows keeps only those
+    rows of the batch, after every start has been drawn: each process of a distributed run takes its slice of
+    the same global batch, so the random stream, and the batch as a whole, match a single process's.
+    """
     starts = torch.randint(len(data) - context - 1, (batch_size,), generator=generator)
+    if rows is not None:
+        starts = starts[rows]
+    if not isinstance(data, torch.Tensor):
+        windows = data.windows(starts, context + 1)
+        return windows[:, :-1], windows[:, 1:]
     offsets = torch.arange(context)
     x = data[starts[:, None] + offsets]
     return x, data[starts[:, None] + offsets + 1]

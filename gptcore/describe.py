@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import math
 
-from .config import GPTConfig
+from .config import GPTConfig, TrainConfig
 from .model import meta_model
-from .train import TrainConfig
 
 
 def count_params(cfg: GPTConfig) -> int:
@@ -30,8 +29,13 @@ def describe_training(tc: TrainConfig) -> str:
         f"cosine to {tc.min_lr_ratio:g}×, warmup {tc.warmup}"
     clip = f" · clip {tc.grad_clip:g}" if tc.grad_clip else ""
     optimizer = f"AdamW lr {tc.lr:g}" if tc.optimizer == "adamw" else f"Muon lr {tc.muon_lr:g} + AdamW lr {tc.lr:g}"
-    return (f"{tc.steps + 1:,} steps · batch {tc.batch_size} · {optimizer} ({schedule}) · "
+    return (f"steps 0–{tc.steps:,} · batch {tc.batch_size} · {optimizer} ({schedule}) · "
             f"weight decay {tc.weight_decay:g}{clip} · eval every {tc.eval_every} · seed {tc.seed}")
+
+
+def format_step(step: int, last: int) -> str:
+    """Where a run stands: steps are numbered 0…last, like the tutorial's range(last + 1)."""
+    return f"step {step:,} of {last:,}" if step >= 0 else f"no step yet of {last:,}"
 
 
 def format_duration(seconds: float | None) -> str:

@@ -18,7 +18,14 @@ from .errors import InputError
 
 
 class HookPoint(nn.Module):
-    """Identity with a name: forward hooks on it read an activation without changing the model."""
+    """Identity with a name: a forward hook on it reads an activation, or replaces it by returning a tensor.
+
+    Without a hook it returns its input at once, skipping nn.Module's call machinery, so the model pays next to
+    nothing for the hook points it does not use (a global torch hook does not see them, a hook on them does).
+    """
+
+    def __call__(self, x):
+        return super().__call__(x) if self._forward_hooks else x
 
     def forward(self, x):
         return x
@@ -90,44 +97,67 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
 
 
+def _hook_pair(qk: torch.Tensor, hook_q: HookPoint, hook_k: HookPoint) -> torch.Tensor:
+    """q and k, stacked on dim 2 of qk, through their hook points; qk untouched when neither is observed."""
+    if not (hook_q.active or hook_k.active):
+        return qk
+    q, k = qk.unbind(2)
+    return torch.stack([hook_q(q), hook_k(k)], 2)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.n_head, self.causal = cfg.n_head, cfg.causal
         self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.hook_pattern = HookPoint()  # (B, H, T_query, T_key) attention weights
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
+        # Hook points. Per-head vectors are (B, T, H, d_head): q, k, v before RoPE, rot_q, rot_k after it,
+        # z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each head's share of
+        # the output after W_O. scores (pre-softmax, scaled and masked) and pattern are (B, H, T_query, T_key).
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
+        self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
     def forward(self, x, rope=None, cache=None):
         B, T, C = x.shape
         # (B, T, 3C) -> (B, T, {q,k,v}, H, d_head): each head attends inside its own d_head-dim subspace
         qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)
+        qk = _hook_pair(qk, self.hook_q, self.hook_k)
         if rope is not None:  # q and k rotated together, in one kernel
             cos, sin = rope
-            qk = apply_rope(qk, cos[:, None, None], sin[:, None, None])
+            qk = _hook_pair(apply_rope(qk, cos[:, None, None], sin[:, None, None]), self.hook_rot_q, self.hook_rot_k)
         # -> (B, H, T, d_head) views; unbind and split (not indexing) keep the backward free of zero-filled copies
         q, k = (t.transpose(1, 2) for t in qk.unbind(2))
-        v = v.squeeze(2).transpose(1, 2)
+        v = self.hook_v(v.squeeze(2)).transpose(1, 2)
         if cache is not None:
             k, v = cache.extend(k, v)
         # A single new query may see every cached key; a block of T queries over T keys needs the mask.
         causal = self.causal and T > 1
-        if self.hook_pattern.active:
+        if self.hook_scores.active or self.hook_pattern.active:
             y = self._explicit(q, k, v, causal)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale)
-        # transpose leaves y non-contiguous, so .view would fail: reshape copies when it must
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        z = self.hook_z(y.transpose(1, 2))  # (B, T, H, d_head)
+        if self.hook_result.active:
+            return self.hook_result(self._per_head(z)).sum(2)
+        # transpose left z non-contiguous, so .view would fail: reshape copies when it must
+        return self.proj(z.reshape(B, T, C))
 
     def _explicit(self, q, k, v, causal: bool):
-        """softmax(q·kᵀ·scale + M)·v written out, so the weights can pass through the hook point."""
+        """softmax(q·kᵀ·scale + M)·v written out, so the scores and weights can pass through their hook points."""
         scores = (q @ k.transpose(-2, -1)) * self.scale
         if causal:
             Tq, Tk = scores.shape[-2:]
             future = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)
             scores = scores.masked_fill(future, float("-inf"))
-        return self.hook_pattern(scores.softmax(-1)) @ v
+        return self.hook_pattern(self.hook_scores(scores).softmax(-1)) @ v
+
+    def _per_head(self, z):
+        """(B, T, H, d_model): head h's z times its own d_head columns of W_O. Summed over heads, this is proj(z)."""
+        w_o = self.proj.weight.view(-1, self.n_head, z.shape[-1])  # (d_model, H, d_head)
+        return torch.einsum("bthd,chd->bthc", z, w_o)
 
 
 class FeedForward(nn.Module):
@@ -136,16 +166,20 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.kind = cfg.ffn
+        self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn]
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         if cfg.ffn == "swiglu":
             self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+        # (B, T, d_ff) hook points: w1 x, act(w1 x), the gate w3 x, and what enters w2
+        self.hook_pre, self.hook_act = HookPoint(), HookPoint()
+        self.hook_gate, self.hook_hidden = HookPoint(), HookPoint()
 
     def forward(self, x):
+        h = self.hook_act(self.act(self.hook_pre(self.w1(x))))
         if self.kind == "swiglu":
-            return self.w2(F.silu(self.w1(x)) * self.w3(x))
-        act = F.relu if self.kind == "relu" else F.gelu
-        return self.w2(act(self.w1(x)))
+            h = h * self.hook_gate(self.w3(x))
+        return self.w2(self.hook_hidden(h))
 
 
 class Block(nn.Module):
@@ -154,15 +188,22 @@ class Block(nn.Module):
         self.pre_norm = cfg.norm_placement == "pre"
         self.ln1, self.attn = make_norm(cfg), Attention(cfg)
         self.ln2, self.ffn = make_norm(cfg), FeedForward(cfg)
+        # (B, T, d_model) hook points: the residual stream before, between and after the two sub-blocks, each
+        # norm's output and each sub-block's output
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
+        self.hook_ln1_out, self.hook_attn_out = HookPoint(), HookPoint()
+        self.hook_ln2_out, self.hook_ffn_out = HookPoint(), HookPoint()
 
     def forward(self, x, rope=None, cache=None):
         x = self.hook_resid_pre(x)
         if self.pre_norm:  # norm only on the branch: the residual trunk stays a clean chain of additions
-            x = self.hook_resid_mid(x + self.attn(self.ln1(x), rope, cache))
-            return self.hook_resid_post(x + self.ffn(self.ln2(x)))
-        x = self.hook_resid_mid(self.ln1(x + self.attn(x, rope, cache)))  # post-norm: the trunk itself is normed
-        return self.hook_resid_post(self.ln2(x + self.ffn(x)))
+            attn_out = self.hook_attn_out(self.attn(self.hook_ln1_out(self.ln1(x)), rope, cache))
+            x = self.hook_resid_mid(x + attn_out)
+            ffn_out = self.hook_ffn_out(self.ffn(self.hook_ln2_out(self.ln2(x))))
+            return self.hook_resid_post(x + ffn_out)
+        # post-norm: the trunk itself is normed
+        x = self.hook_resid_mid(self.hook_ln1_out(self.ln1(x + self.hook_attn_out(self.attn(x, rope, cache)))))
+        return self.hook_resid_post(self.hook_ln2_out(self.ln2(x + self.hook_ffn_out(self.ffn(x)))))
 
 
 class LayerCache:
@@ -188,6 +229,8 @@ class GPT(nn.Module):
         # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
         self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        # (B, T, d_model): token embedding rows, learned position rows (if any), the final norm's output
+        self.hook_embed, self.hook_pos_embed, self.hook_ln_f_out = HookPoint(), HookPoint(), HookPoint()
         if cfg.position == "rope":  # computed once, not on every forward as in the tutorial's sketch
             cos, sin = rope_tables(torch.arange(cfg.context), cfg.d_head, cfg.rope_theta)
             self.register_buffer("rope_cos", cos, persistent=False)
@@ -210,13 +253,13 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.context:
             raise ValueError(f"{start + T} positions exceed the model's context of {self.cfg.context}")
-        x = self.emb(idx)
+        x = self.hook_embed(self.emb(idx))
         if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))
+            x = x + self.hook_pos_embed(self.pos_emb(torch.arange(start, start + T, device=idx.device)))
         rope = self._rope(start, T)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, None if caches is None else caches[i])
-        logits = self.head(self.ln_f(x))
+        logits = self.head(self.hook_ln_f_out(self.ln_f(x)))
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 
@@ -225,7 +268,10 @@ class GPT(nn.Module):
 
     @contextmanager
     def hooks(self, names: list[str], fn: Callable[[str, torch.Tensor], None]):
-        """Call fn(name, activation) at each named hook point while the context is open."""
+        """Call fn(name, activation) at each named hook point while the context is open.
+
+        A tensor fn returns replaces the activation from there on (ablation, patching); None leaves it as it is.
+        """
         points = self.hook_points()
         missing = sorted(set(names) - set(points))
         if missing:

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import GPTConfig
-from .train import TrainConfig
+from .config import GPTConfig, TrainConfig
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from .config import GPTConfig
+from .config import GPTConfig, TrainConfig, TrainConfigError
 from .data import Corpus
 from .describe import describe_model
 from .sources import CorpusSource
-from .train import TrainConfig, TrainConfigError, Trainer
+from .train import Trainer
 
 SHIPPED = "shipped-tiny"  # the model the repo ships so the inspector works on first launch
 ACTIVE = ("starting", "running", "paused", "stopping")  # a job of this process is working on the run

@@ -11,88 +11,30 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
-from .config import GPTConfig
-from .data import CharTokenizer, CorpusError, check_trainable, get_batch, split_ids
+from .config import GPTConfig, TrainConfig, TrainConfigError
+from .data import CorpusError, check_trainable, get_batch, split_ids
+from .ddp import Distributed, DistributedError
+from .device import autocast, configure, describe, dtype_name, resolve, train_dtype
 from .errors import InputError, UserError
 from .model import GPT, NonFiniteLogits, check_buildable
 from .optim import make_optimizer, set_lr
+from .prepare import PreparedCorpus
 from .threads import ShardedGrads, use_threads
+from .tokenizer import Tokenizer, TokenizerError, make_tokenizer, tokenizer_from_dict
 
 INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one builder at a time
-class TrainConfigError(UserError, ValueError):
-    """Hyperparameters that cannot train, with a message fit for the UI."""
 
 
 class Diverged(UserError, RuntimeError):
     """The loss, the weights or the model's outputs became NaN or infinite."""
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 1500  # last step index: steps 0..steps run, like the tutorial's range(1501)
-    batch_size: int = 32
-    lr: float = 3e-3
-    seed: int = 0
-    eval_every: int = 500
-    eval_batches: int = 10
-    schedule: str = "constant"  # constant | cosine (linear warmup, cosine decay to min_lr_ratio·lr)
-    warmup: int = 0
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01  # torch's AdamW default, which the tutorial uses
-    decay_all: bool = True  # tutorial: decay every parameter; False exempts norms and embeddings
-    beta2: float = 0.999
-    optimizer: str = "adamw"  # adamw | muon (Muon for the blocks' matrices, AdamW for the rest)
-    muon_lr: float = 0.02  # Muon's peak learning rate; the schedule scales it like lr
-    grad_clip: float = 0.0  # 0 = off
-    sample_every: int = 0  # 0 = only at the end
-    sample_chars: int = 200
-    checkpoint_every: int = 0  # 0 = only at the end
-    snapshot_every: int = 0  # keep intermediate weights for the inspector's training slider
-    threads: int = 0  # 0 = every core
-    final_eval: bool = True  # loss over the whole val split at the end
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self):
-        ints = {"steps": (0, 1_000_000), "batch_size": (1, 4096), "eval_every": (1, 1_000_000),
-                "eval_batches": (1, 10_000), "warmup": (0, 1_000_000), "sample_every": (0, 1_000_000),
-                "sample_chars": (1, 100_000), "checkpoint_every": (0, 1_000_000),
-                "snapshot_every": (0, 1_000_000), "threads": (0, 256), "seed": (0, 2**63 - 1)}
-        for name, (lo, hi) in ints.items():
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-                raise TrainConfigError(f"{name} must be an integer from {lo:,} to {hi:,}, got {v!r}")
-        floats = {"lr": (0.0, 10_000.0), "min_lr_ratio": (0.0, 1.0), "weight_decay": (0.0, 10.0),
-                  "beta2": (0.0, 0.9999), "grad_clip": (0.0, 1e6), "muon_lr": (0.0, 10.0)}
-        for name, (lo, hi) in floats.items():
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-                raise TrainConfigError(f"{name} must be a number from {lo} to {hi}, got {v!r}")
-        if self.lr <= 0:
-            raise TrainConfigError("lr must be greater than 0")
-        if self.schedule not in ("constant", "cosine"):
-            raise TrainConfigError(f"schedule must be constant or cosine, got {self.schedule!r}")
-        if self.optimizer not in ("adamw", "muon"):
-            raise TrainConfigError(f"optimizer must be adamw or muon, got {self.optimizer!r}")
-        if self.optimizer == "muon" and self.muon_lr <= 0:
-            raise TrainConfigError("muon_lr must be greater than 0")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -130,23 +72,40 @@ def physical_memory() -> int | None:
         return None
 
 
-def check_fits_in_memory(cfg: GPTConfig, batch_size: int) -> None:
+def check_fits_in_memory(cfg: GPTConfig, batch_size: int, device: torch.device | None = None) -> None:
     """Refuse, before anything is allocated, a model over the parameter cap (check_buildable, the clearer
-    message) or a run whose step would take more than half of this machine's memory."""
-    need, have = step_memory_bytes(cfg, batch_size, check_buildable(cfg)), physical_memory()
-    if have and need > have // 2:
+    message) or a run whose step would take more than half of this machine's memory (on a CUDA device: 90% of
+    the GPU's, which holds nothing else of ours)."""
+    need = step_memory_bytes(cfg, batch_size, check_buildable(cfg))
+    if device is not None and device.type == "cuda":
+        have, share, where = torch.cuda.get_device_properties(device).total_memory, 0.9, "this GPU"
+    else:
+        have, share, where = physical_memory(), 0.5, "this machine"
+    if have and need > have * share:
         raise TrainConfigError(
             f"one training step would need about {need / 1e9:.1f} GB (batch {batch_size} × context {cfg.context}, "
-            f"d_model {cfg.d_model}, {cfg.n_layer} layers) and this machine has {have / 1e9:.1f} GB. "
+            f"d_model {cfg.d_model}, {cfg.n_layer} layers) and {where} has {have / 1e9:.1f} GB. "
             "Use a smaller batch, context or model.")
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 @torch.no_grad()
-def estimate_loss(model: GPT, data: torch.Tensor, batch_size: int, n_batches: int,
-                  generator: torch.Generator) -> float:
-    """Mean loss over n random batches: the tutorial's quick val estimate."""
-    ctx = model.cfg.context
-    return sum(model(*get_batch(data, ctx, batch_size, generator))[1].item() for _ in range(n_batches)) / n_batches
+def estimate_loss(model: GPT, data, batch_size: int, n_batches: int, generator: torch.Generator) -> float:
+    """Mean loss over n random batches: the tutorial's quick val estimate. Batches are drawn on the CPU (the same
+    random stream on every device) and moved to the model's device."""
+    ctx, device = model.cfg.context, model_device(model)
+    batches = (get_batch(data, ctx, batch_size, generator) for _ in range(n_batches))
+    return sum(model(x.to(device), y.to(device))[1].item() for x, y in batches) / n_batches
+
+
+def skip_batches(data, context: int, batch_size: int, n_batches: int, generator: torch.Generator) -> None:
+    """Draw from generator exactly what n get_batch calls would, without reading data: a process that leaves
+    the evaluation to process 0 stays on the same random stream."""
+    for _ in range(n_batches):
+        torch.randint(len(data) - context - 1, (batch_size,), generator=generator)
 
 
 @torch.no_grad()
@@ -157,22 +116,24 @@ def evaluate(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
     characters of left context: the same distribution as the tutorial's random-window estimate,
     without its sampling noise.
     """
-    ctx = model.cfg.context
+    ctx, device = model.cfg.context, model_device(model)
     if len(ids) < 2:
         raise InputError("need at least 2 tokens to evaluate")
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     full = (len(ids) - 1) // ctx
-    starts = torch.arange(full) * ctx
-    offsets = torch.arange(ctx)
-    for chunk in starts.split(batch_size) if full else ():  # (an empty tensor still splits into one chunk)
-        x, y = ids[chunk[:, None] + offsets], ids[chunk[:, None] + offsets + 1]
+    # contiguous spans, so ids may be a tensor or a memory-mapped TokenArray (read one span at a time)
+    for first in range(0, full, batch_size):
+        rows = min(batch_size, full - first)
+        span = ids[first * ctx:(first + rows) * ctx + 1].to(device)
+        x, y = span[:-1].view(rows, ctx), span[1:].view(rows, ctx)
         total += model(x, y)[1].item() * y.numel()
         count += y.numel()
     tail = full * ctx
     if tail < len(ids) - 1:
-        x, y = ids[None, tail:-1], ids[None, tail + 1:]
+        span = ids[tail:len(ids)].to(device)
+        x, y = span[None, :-1], span[None, 1:]
         total += model(x, y)[1].item() * y.numel()
         count += y.numel()
     model.train(was_training)
@@ -216,56 +177,114 @@ class ActiveClock:
         return time.perf_counter() - self.start - self.paused
 
 
-class Trainer:
-    """Owns model, optimizer, data and history for one run; `run` trains in the calling thread."""
+class SinglePass:
+    """Loss and gradients of a batch in one forward and backward, in the device's training precision: the step
+    on a GPU, under DDP (whose gradient averaging hooks into this backward) and for a compiled model, where the
+    CPU's per-core shards (ShardedGrads) have no place."""
 
-    def __init__(self, model_cfg: GPTConfig, tc: TrainConfig, text: str, corpus_description: str = "",
-                 out_dir: Path | None = None, resume_from: Path | None = None):
-        self.tc, self.out_dir = tc, Path(out_dir) if out_dir else None
+    def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype):
+        self.model, self.device, self.dtype = model, device, dtype
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        for p in self.model.parameters():
+            p.grad = None
+        with autocast(self.device, self.dtype):
+            _, loss = self.model(x, y)
+        loss.backward()
+        return loss.detach()
+
+    def close(self) -> None:
+        pass
+
+
+class Trainer:
+    """Owns model, optimizer, data and history for one run; `run` trains in the calling thread.
+
+    text is the corpus's text, or a PreparedCorpus (a memory-mapped token file, with its own tokenizer). The
+    weights, batches and optimizer state live on `device` (auto: CUDA, then MPS, then the CPU); checkpoints are
+    written from CPU copies, so they load anywhere. Under torchrun, `dist` makes this process one of several
+    (gptcore.ddp): only process 0 writes into out_dir and reports events.
+    """
+
+    def __init__(self, model_cfg: GPTConfig, tc: TrainConfig, text: str | PreparedCorpus,
+                 corpus_description: str = "", out_dir: Path | None = None, resume_from: Path | None = None, *,
+                 device: str | torch.device = "cpu", dtype: str = "auto", compile: bool = False,
+                 tokenizer: str = "char", vocab_size: int | None = None, dist: Distributed | None = None):
+        self.tc, self.dist = tc, dist
+        self.device = dist.device if dist else resolve(device) if isinstance(device, str) else torch.device(device)
+        self.dtype, self.compile = train_dtype(self.device, dtype), compile
+        self.main = dist is None or dist.main
+        self.out_dir = Path(out_dir) if out_dir and self.main else None
+        self.rows = dist.rows(tc.batch_size) if dist else None
+        prepared = text if isinstance(text, PreparedCorpus) else None
         if resume_from is not None:
             loaded = ckpt.load_checkpoint(resume_from)
             ckpt.resumable_meta(resume_from)
             if tc.steps <= loaded.meta["step"]:
                 raise TrainConfigError(f"the run is already at step {loaded.meta['step']:,}: "
                                        "set steps higher to continue it")
-            check_fits_in_memory(loaded.model.cfg, tc.batch_size)  # a resumed run may ask for a larger batch
+            if prepared is not None and prepared.tokenizer != loaded.tokenizer:
+                raise CorpusError(f"{prepared.path} was prepared with another tokenizer than the run's "
+                                  f"({prepared.tokenizer.describe()} against {loaded.tokenizer.describe()})")
+            # a resumed run may ask for a larger batch
+            check_fits_in_memory(loaded.model.cfg, self._local_batch(), self.device)
             self.model, self.tokenizer = loaded.model, loaded.tokenizer
-            self.model.train()
             self.history = {**new_history(), **loaded.meta["history"]}
             self.start_step = loaded.meta["step"] + 1
             self.stream = torch.Generator().manual_seed(tc.seed + self.start_step)
             self.elapsed_before = float(loaded.meta.get("wall_time", 0.0))
         else:
-            self.tokenizer = CharTokenizer.from_text(text)
+            self.tokenizer = prepared.tokenizer if prepared else self._new_tokenizer(text, tokenizer, vocab_size)
             if self.tokenizer.vocab_size < 2:
-                raise CorpusError(f"the corpus uses a single character ({text[:1]!r}): there is nothing to predict")
+                which = "" if prepared else f" ({text[:1]!r})"
+                raise CorpusError(f"the corpus uses a single character{which}: there is nothing to predict")
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
-            check_fits_in_memory(model_cfg, tc.batch_size)  # before the weights exist
-            self.model, self.stream = build_model(model_cfg, tc.seed)
+            check_fits_in_memory(model_cfg, self._local_batch(), self.device)  # before the weights exist
+            self.model, self.stream = build_model(model_cfg, tc.seed)  # on the CPU: the same weights everywhere
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
-        self.unknown = self.tokenizer.unknown(text)
-        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
-        check_trainable(len(ids), self.model.cfg.context)
-        self.train_ids, self.val_ids = split_ids(ids)
+        self.model.to(self.device).train()
+        if prepared is not None:
+            self.unknown, self.train_ids, self.val_ids = Counter(), prepared.train, prepared.val
+        else:
+            self.unknown = self.tokenizer.unknown(text)
+            self.train_ids, self.val_ids = encode_split(self.tokenizer, text)
+        check_trainable(len(self.train_ids) + len(self.val_ids), self.model.cfg.context)
+        if len(self.val_ids) < self.model.cfg.context + 2:
+            raise CorpusError(f"the validation split has {len(self.val_ids):,} tokens: it needs at least one window "
+                              f"of {self.model.cfg.context + 1}; use a longer corpus or a shorter context")
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
         self.optimizer_restored = resume_from is not None and \
             loaded.meta["train_config"].get("optimizer", "adamw") == tc.optimizer and \
             ckpt.load_optimizer_state(resume_from, self.model, self.optimizer, self.start_step - 1)
-        self.sample_gen = torch.Generator().manual_seed(tc.seed + 1)
+        self.sample_gen = torch.Generator(self.device).manual_seed(tc.seed + 1)
         self.corpus_description = corpus_description
         self.step = self.start_step - 1
         self.final_val: float | None = None
+
+    def _local_batch(self) -> int:
+        return self.tc.batch_size // (self.dist.world_size if self.dist else 1)
+
+    def _new_tokenizer(self, text: str, kind: str, vocab_size: int | None) -> Tokenizer:
+        """The corpus's characters, or a BPE trained on its training split (by process 0, under DDP)."""
+        try:
+            if kind == "char" or self.dist is None:
+                return make_tokenizer(kind, text if kind == "char" else text[:train_chars(text)], vocab_size)
+            learned = make_tokenizer(kind, text[:train_chars(text)], vocab_size) if self.dist.main else None
+            return tokenizer_from_dict(self.dist.share(learned.to_dict() if learned else None))
+        except TokenizerError as e:
+            raise CorpusError(str(e)) from None
 
     @property
     def cfg(self) -> GPTConfig:
         return self.model.cfg
 
-    def sample(self, n_chars: int, prompt: str = "\n", temperature: float = 1.0) -> str:
+    def sample(self, n_tokens: int, prompt: str = "\n", temperature: float = 1.0) -> str:
         ids = self.tokenizer.encode(prompt) or [0]
         was_training = self.model.training
         self.model.eval()
-        out = self.model.stream(torch.tensor([ids]), n_chars, temperature=temperature, generator=self.sample_gen)
+        out = self.model.stream(torch.tensor([ids], device=self.device), n_tokens, temperature=temperature,
+                                generator=self.sample_gen)
         try:
             return prompt + self.tokenizer.decode(out)
         except NonFiniteLogits:
@@ -276,7 +295,9 @@ class Trainer:
     def meta(self, status: str, wall_time: float) -> dict:
         return {"step": self.step, "status": status, "history": self.history, "train_config": self.tc.to_dict(),
                 "corpus": self.corpus_description, "wall_time": wall_time, "final_val_loss": self.final_val,
-                "params": self.model.num_params()}
+                "params": self.model.num_params(), "tokenizer": self.tokenizer.describe(),
+                "hardware": {"device": describe(self.device), "precision": dtype_name(self.dtype),
+                             "processes": self.dist.world_size if self.dist else 1, "compiled": self.compile}}
 
     def check_weights(self) -> None:
         """Raise Diverged if an update left a NaN or infinity in the weights (before sampling or saving them)."""
@@ -307,29 +328,52 @@ class Trainer:
 
         Call it from the thread that should do the work: thread counts are per thread in torch.
         """
-        use_threads(self.tc.threads)
+        if self.device.type == "cpu":
+            use_threads(self.tc.threads)
+        configure(self.device, self.dtype)
         self.model.train()
-        with ckpt.training_lock(self.out_dir) if self.out_dir is not None else nullcontext():
-            return self._run(on_event or (lambda kind, data: None), control or TrainControl(), after_backward)
+        emit = on_event if on_event is not None and self.main else (lambda kind, data: None)
+        with ExitStack() as stack:
+            refused = None
+            try:
+                if self.out_dir is not None:
+                    stack.enter_context(ckpt.training_lock(self.out_dir))
+            except UserError as e:
+                refused = e
+            if self.dist is not None and not self.dist.all_ok(refused is None) and refused is None:
+                raise DistributedError("process 0 could not start the run (its message says why)")
+            if refused is not None:
+                raise refused
+            return self._run(emit, control or TrainControl(), after_backward)
+
+    def _gradients(self):
+        """What computes each step's loss and gradients: per-core shards on the CPU, one pass elsewhere."""
+        if self.device.type == "cpu" and self.dist is None and not self.compile:
+            return ShardedGrads(self.model, torch.get_num_threads())
+        model = torch.compile(self.model) if self.compile else self.model
+        return SinglePass(self.dist.wrap(model) if self.dist else model, self.device, self.dtype)
 
     def _run(self, emit: Event, control: TrainControl, after_backward) -> str:
         tc, model = self.tc, self.model
         tokens_per_step = tc.batch_size * self.cfg.context
         clock = ActiveClock()
         wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
-        status, sampled_at = "finished", None
-        shard_grads = ShardedGrads(model, torch.get_num_threads())
+        status, sampled_at, stop = "finished", None, False
+        gradients = self._gradients()
         try:
             for step in range(self.start_step, tc.steps + 1):
                 clock.wait_while_paused(control)
-                if control.stop.is_set():
+                # under DDP the stop is the one all processes agreed on at the end of the last step
+                if stop if self.dist else control.stop.is_set():
                     status = "stopped"
                     break
-                loss = self._train_step(step, shard_grads, after_backward)
+                loss, stop = self._train_step(step, gradients, after_backward, control)
                 self.step = step
                 self._record_step(step, loss, emit, wall(), clock.active(), tokens_per_step)
                 if step % tc.eval_every == 0 or step == tc.steps:
                     self._eval(step, loss, emit)
+                if not self.main:
+                    continue
                 if tc.sample_every and step % tc.sample_every == 0 and step < tc.steps:
                     self.check_weights()
                     emit("sample", {"step": step, "text": self.sample(tc.sample_chars)})
@@ -341,9 +385,14 @@ class Trainer:
                     self.save("running", wall())
                     emit("checkpoint", {"step": step, "path": str(self.out_dir)})
         finally:
-            shard_grads.close()
+            gradients.close()
+        if not self.main:
+            return status
+        if status == "stopped":  # saved before the final evaluation, which a second signal may cut short
+            self.save(status, wall())
         if tc.final_eval and self.step >= 0:
-            self.final_val = evaluate(model, self.val_ids)
+            with autocast(self.device, self.dtype):
+                self.final_val = evaluate(model, self.val_ids)
             self.history["final_val"] = self.final_val
             emit("final_eval", {"step": self.step, "val": self.final_val})
         self.check_weights()
@@ -353,18 +402,25 @@ class Trainer:
         emit("done", {"step": self.step, "status": status, "wall_time": wall()})
         return status
 
-    def _train_step(self, step: int, shard_grads: ShardedGrads, after_backward) -> float:
+    def _train_step(self, step: int, gradients, after_backward, control: TrainControl) -> tuple[float, bool]:
+        """One update; (the batch's mean loss, whether any process was asked to stop: DDP only)."""
         set_lr(self.optimizer, lr_at(step, self.tc))
-        x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream)
-        loss = shard_grads(x, y)
-        if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at step {step}")
+        x, y = get_batch(self.train_ids, self.cfg.context, self.tc.batch_size, self.stream, self.rows)
+        if self.device.type == "cuda":
+            x, y = x.pin_memory().to(self.device, non_blocking=True), y.pin_memory().to(self.device, non_blocking=True)
+        elif self.device.type != "cpu":
+            x, y = x.to(self.device), y.to(self.device)
+        loss = gradients(x, y)
+        # one all-reduce: the whole batch's loss, and any process's stop request (so all stop after this step)
+        loss, stop = self.dist.mean_and_any(loss, control.stop.is_set()) if self.dist else (loss.item(), False)
+        if not math.isfinite(loss):
+            raise Diverged(f"loss became {loss} at step {step}")
         if after_backward is not None:
             after_backward(self)
         if self.tc.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
         self.optimizer.step()
-        return loss.item()
+        return loss, stop
 
     def _record_step(self, step, loss, emit, wall_time, active_time, tokens_per_step):
         done = step - self.start_step + 1
@@ -378,13 +434,33 @@ class Trainer:
                       "total_steps": self.tc.steps})
 
     def _eval(self, step, loss, emit):
-        val = estimate_loss(self.model, self.val_ids, self.tc.batch_size, self.tc.eval_batches, self.stream)
+        tc = self.tc
+        if not self.main:  # process 0 evaluates; the others draw the same numbers to stay on its random stream
+            skip_batches(self.val_ids, self.cfg.context, tc.batch_size, tc.eval_batches, self.stream)
+            return
+        with autocast(self.device, self.dtype):
+            val = estimate_loss(self.model, self.val_ids, tc.batch_size, tc.eval_batches, self.stream)
         if not math.isfinite(val):
             raise Diverged(f"validation loss became {val} at step {step}")
         self.history["eval_step"].append(step)
         self.history["eval_train"].append(loss)
         self.history["eval_val"].append(val)
         emit("eval", {"step": step, "train": loss, "val": val})
+
+
+def train_chars(text: str) -> int:
+    """Where the training part of a text ends: its first 90% of characters."""
+    return int(0.9 * len(text))
+
+
+def encode_split(tokenizer: Tokenizer, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train ids, val ids). Characters as in the tutorial: encode, then the first 90% of the ids. A BPE
+    encodes the first 90% of the characters (the text it was trained on) and the rest apart, so no
+    validation text leaks into the training split through a token that straddles the cut."""
+    if tokenizer.kind == "char":
+        return split_ids(torch.tensor(tokenizer.encode(text), dtype=torch.long))
+    cut = train_chars(text)
+    return tuple(torch.tensor(tokenizer.encode(part), dtype=torch.long) for part in (text[:cut], text[cut:]))
 
 
 def last_checkpoint_step(directory: Path) -> int | None:

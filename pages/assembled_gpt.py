@@ -1,60 +1,53 @@
+import math
+from dataclasses import replace
+
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.colors import qualitative
 
+from explorer.demo_plots import diagram_figure, merge_layout_figure
 from explorer.ui import quiz, show_source
 from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
 from gptcore.errors import UserError
 from gptcore.model import GPT, Attention, Block
+from gptcore.sources import CorpusSource, tinystories_cached
 
 TUTORIAL = GPTConfig()
+OUR_VOCAB = st.cache_data(anatomy.builtin_vocab)()  # the Train page's default corpus
 LABELS = {"rms": "RMSNorm", "layer": "LayerNorm", "pre": "pre-norm", "post": "post-norm", "rope": "RoPE",
           "learned": "learned positions (GPT-2)", "none": "no positions", "swiglu": "SwiGLU", "relu": "ReLU MLP",
           "gelu": "GELU MLP"}
 
-NODE_COLORS = {"embedding": "#dbe9f6", "norm": "#eeeeee", "attention": "#fde0c5", "ffn": "#d9f0d3", "add": "#ffffff"}
+
+TUTORIAL_LOG = """vocab 74, params 810,624
+step    0  train 4.495  val 3.523
+step  500  train 1.005  val 1.105
+step 1000  train 0.953  val 1.038
+step 1500  train 0.818  val 1.007"""
+
+
+@st.cache_data(show_spinner=False)
+def first_step(kind: str) -> dict:
+    source = CorpusSource(kind, max_chars=None if kind == "builtin" else 1_000_000)
+    log = anatomy.first_log_line(source.load().text)
+    return {**log, "params": GPT(replace(TUTORIAL, vocab_size=log["vocab"])).num_params()}
+
 
 breakdown = st.cache_data(anatomy.breakdown, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
 forward_shapes = st.cache_data(anatomy.forward_shapes, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
 
-def diagram_figure(diagram: dict) -> go.Figure:
-    """The chain left to right: boxes, arrows between neighbours, dashed residual arcs over the top."""
-    fig = go.Figure()
-    first, last = diagram["block"]
-    fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=-0.7, y1=1.05, line=dict(dash="dash", color="#999"))
-    fig.add_annotation(x=(first + last) / 2, y=1.05, text=diagram["block_label"], showarrow=False, yanchor="bottom",
-                       font=dict(size=12, color="#222"))
-    for i, node in enumerate(diagram["nodes"]):
-        half = 0.16 if node["kind"] == "add" else 0.46
-        if node["kind"] in NODE_COLORS:
-            fig.add_shape(type="circle" if node["kind"] == "add" else "rect", x0=i - half, x1=i + half,
-                          y0=-half if node["kind"] == "add" else -0.5, y1=half if node["kind"] == "add" else 0.5,
-                          fillcolor=NODE_COLORS[node["kind"]], line=dict(color="#666", width=1), layer="below")
-        fig.add_annotation(x=i, y=0, text=node["label"], showarrow=False, font=dict(size=11, color="#222"))
-        if i:
-            prev = 0.16 if diagram["nodes"][i - 1]["kind"] == "add" else 0.46
-            fig.add_annotation(x=i - half, y=0, ax=i - 1 + prev, ay=0, xref="x", yref="y", axref="x", ayref="y",
-                               text="", showarrow=True, arrowhead=2, arrowwidth=1.2)
-    for a, b in diagram["residuals"]:
-        fig.add_shape(type="path", path=f"M {a},0.5 C {a},0.95 {b},0.95 {b},0.55",
-                      line=dict(dash="dot", color="#1f77b4"))
-        fig.add_annotation(x=b, y=0.17, ax=b, ay=0.55, xref="x", yref="y", axref="x", ayref="y", text="",
-                           showarrow=True, arrowhead=2, arrowcolor="#1f77b4")
-        fig.add_annotation(x=(a + b) / 2, y=0.93, text="residual", showarrow=False, font=dict(size=10, color="#1f77b4"))
-    fig.update_xaxes(visible=False, range=[-0.55, len(diagram["nodes"]) - 0.45])
-    fig.update_yaxes(visible=False, range=[-0.8, 1.35])
-    fig.update_layout(height=230, margin=dict(l=0, r=0, t=0, b=0), plot_bgcolor="white", showlegend=False)
-    return fig
-
 
 st.title("The assembled GPT")
 st.markdown(
-    """
-Put the parts together the LLaMA way: token embedding → *N* pre-norm blocks (RMSNorm → causal multi-head
-attention with RoPE → add back to the stream; RMSNorm → SwiGLU → add back) → a final RMSNorm → a linear layer
-that turns every position's vector into logits over the vocabulary. This is exactly gptcore's `GPT`; its defaults
-are the tutorial's model: 74 characters, *d_model* = 128, 4 layers, 4 heads, *d_ff* = 344.
+    f"""
+Time to bolt the parts together, in the order LLaMA uses. Characters become vectors in the token embedding; *N*
+identical pre-norm blocks each update the residual stream twice — RMSNorm, causal multi-head attention with RoPE,
+add; RMSNorm, SwiGLU, add —; one last RMSNorm, and a linear head scores every character of the vocabulary at every
+position. That is gptcore's `GPT`, and its defaults are the tutorial's model: *d_model* = 128, 4 layers, 4 heads,
+*d_ff* = 344, and a vocabulary of {TUTORIAL.vocab_size} — the number of distinct characters in the tutorial's copy
+of TinyStories. The vocabulary always comes from the text: the built-in stories have {OUR_VOCAB} characters, and
+so do the first million characters of our own TinyStories file; the Train page sizes the model to its corpus.
 """
 )
 
@@ -117,6 +110,9 @@ SwiGLU 3 · 128 · 344 = 132,096 and two norms 256, together 197,888; four block
 total is **810,624**. The FFNs hold about two thirds of it; norms are a rounding error.
 """
         )
+        st.caption(f"At the built-in stories' {OUR_VOCAB} characters the embedding and the head each gain "
+                   f"{OUR_VOCAB - TUTORIAL.vocab_size} rows of {TUTORIAL.d_model}: "
+                   f"{GPT(replace(TUTORIAL, vocab_size=OUR_VOCAB)).num_params():,} parameters.")
     show_source(anatomy.parameter_parts, anatomy.counted_parts)
 
     # --- shapes ------------------------------------------------------------------------------------------
@@ -167,29 +163,18 @@ st.markdown(
     f"""
 `.reshape` made a copy ({demo['reshape copied']}) equal to `.contiguous().view(...)`
 ({demo['reshape equals contiguous().view']}).
-Each number below is *100·head + position*, so every cell tells you where it came from. With the transpose each
-row is one position holding all heads side by side. Reshaping *without* the transpose raises no error at all —
-the memory is contiguous — but silently mixes positions into rows.
+The tensor is filled with *100·head + position*, so every number records where it came from; each cell below
+prints its number as **h**‹head› **t**‹position› (205 → *h2 t5*) and is coloured by its head. With the transpose
+each row is one position holding all heads side by side. Reshaping *without* the transpose raises no error at
+all — the memory is contiguous — but silently mixes positions into rows.
 """
 )
 
 
-def layout_figure(values, title: str) -> go.Figure:
-    labels = [[f"h{int(v) // 100} t{int(v) % 100}" for v in row] for row in values.tolist()]
-    head = (values // 100).numpy()
-    colors = qualitative.Pastel1[:int(head.max()) + 1]  # one colour per head
-    fig = go.Figure(go.Heatmap(z=head, text=labels, texttemplate="%{text}", colorscale=colors, zmin=0,
-                               zmax=len(colors) - 1, showscale=False,
-                               hovertemplate="row %{y}, slot %{x}: %{text}<extra></extra>"))
-    fig.update_layout(title=title, height=80 + 45 * len(values), margin=dict(l=10, r=10, t=40, b=10))
-    fig.update_xaxes(title="channel of the merged vector")
-    fig.update_yaxes(title="row", autorange="reversed")
-    return fig
-
-
-left, right = st.columns(2)
-left.plotly_chart(layout_figure(demo["correct"], ".transpose(1, 2).reshape(B, T, C) ✓"), key="gpt-vr-right")
-right.plotly_chart(layout_figure(demo["wrong"], ".reshape(B, T, C) without transpose ✗"), key="gpt-vr-wrong")
+st.plotly_chart(merge_layout_figure(demo["correct"], ".transpose(1, 2).reshape(B, T, C) ✓ — one row per position"),
+                key="gpt-vr-right")
+st.plotly_chart(merge_layout_figure(demo["wrong"], ".reshape(B, T, C) without the transpose ✗ — positions mixed"),
+                key="gpt-vr-wrong")
 show_source(anatomy.view_vs_reshape, Attention.forward)
 
 quiz("gpt-view", "In Attention.forward, what happens if (att @ v).transpose(1, 2).reshape(B, T, C) is changed "
@@ -203,3 +188,46 @@ quiz("gpt-view", "In Attention.forward, what happens if (att @ v).transpose(1, 2
      "transpose only rearranges strides, so the (B, T, H, d_head) tensor is not contiguous and view — which never "
      "copies — raises the RuntimeError shown above; reshape copies and works. The silent interleaving happens "
      "only if you skip the transpose, and view, when it works, is as differentiable as reshape.")
+
+# --- the training log ------------------------------------------------------------------------------------
+st.header("5 · Reading the first line of the training log")
+st.markdown(
+    """
+The tutorial trains this model on a million characters of TinyStories, and its log opens like this:
+"""
+)
+st.code(TUTORIAL_LOG, language="text")
+st.markdown(
+    f"""
+Two numbers in the first line deserve a look before anything else.
+
+**The starting loss.** Before training, the model has no reason to prefer any character, and the loss of a guess
+that gives each of *V* characters probability 1/*V* is ln *V*: ln {TUTORIAL.vocab_size} =
+{math.log(TUTORIAL.vocab_size):.2f} for the tutorial. Freshly initialised logits are not perfectly flat — they
+scatter a little around their mean, with a standard deviation σ — and that costs about σ²/2 on top, which is why
+the log says 4.495 rather than 4.30. A first loss far above ln *V* points to a broken initialisation or a bug in the
+loss; one far below it, to the answer leaking into the input.
+
+**The validation loss below the training loss.** 3.523 does not mean the model generalises before it has learned
+anything. The loop updates first and evaluates afterwards, so the step-0 validation loss is measured after one
+AdamW step, while the step-0 training loss was computed on the untouched model. One step is enough to tilt the
+output layer toward the common characters (spaces, *e*, *t*), and that alone is worth almost a nat.
+"""
+)
+sources = {"the built-in stories (the Train page's default, 1,000,000 characters)": "builtin"}
+if tinystories_cached():
+    sources["TinyStories' validation split (downloaded), first 1,000,000 characters"] = "tinystories"
+picked = st.selectbox("Measure it on", list(sources), key="gpt-log-corpus")
+with st.spinner("Training one step…"):
+    log = first_step(sources[picked])
+st.code(f"vocab {log['vocab']}, params {log['params']:,}\n"
+        f"step    0  train {log['train loss, step 0']:.3f}  val {log['val, step 0 (after one update)']:.3f}",
+        language="text")
+st.dataframe(pd.DataFrame([{k: v for k, v in log.items() if k not in ("vocab", "params")}]).style.format(precision=3),
+             hide_index=True, key="gpt-log")
+st.caption(
+    f"Measured with gptcore's Trainer (the tutorial's recipe, seed 0) on this corpus's {log['vocab']} characters, "
+    f"ln {log['vocab']} = {log['ln V']:.2f}. 'val before the update' scores the untrained model on other "
+    "validation batches drawn from a private generator, so the run itself is untouched. Your own runs on the "
+    "Train page should open near ln V of their corpus too.")
+show_source(anatomy.first_log_line)

@@ -69,9 +69,10 @@ Each position *i* projects its vector into a **query** *qᵢ = xᵢW_Q* (what it
 weights mix the **values** *vⱼ = xⱼW_V*.
 
 Here each character gets a random vector and the weights come from gptcore's own `Attention` module
-(one head). With **W_K = W_Q** a query scores highest against keys that look like itself, so each character
-seeks out earlier copies of itself — the kind of pattern trained models do learn. Sharpness 0 brings back the
-plain average.
+(one head). With **W_K = W_Q** the score of *i* against *j* is the dot product of *xᵢW* and *xⱼW*, so a query
+*tends to* score highest against keys that look like itself: each character leans toward earlier copies of
+itself — the kind of pattern trained models do learn. Only tends to: a dot product also grows with the key's
+length, so a longer key of a different character can still win. Sharpness 0 brings back the plain average.
 """
 )
 c1, c2, c3 = st.columns([2, 1, 1])

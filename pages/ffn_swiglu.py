@@ -2,6 +2,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from explorer.demo_plots import TOP_MARGIN
 from explorer.ui import quiz, show_source
 from gptcore.config import ConfigError, swiglu_hidden
 from gptcore.demos import ffn
@@ -24,18 +25,20 @@ def gate_readout(d_model: int, n_tokens: int, seed: int):
 st.title("The feed-forward layer and SwiGLU")
 st.markdown(
     """
-Attention moves information *between* positions, but what it writes is a weighted average of value vectors —
-very little computation happens *at* a position. So every block also has a feed-forward network (FFN) that
-works on each position on its own: widen the vector to *d_ff* dimensions, apply a nonlinearity, project back
-to *d_model*. The original Transformer used ReLU and *d_ff = 4·d_model*.
+Attention gathers: what it hands each position is a weighted sum of value vectors from other positions, a linear
+mix with little processing of its own. The per-position thinking happens in the block's second half, the
+feed-forward network (FFN): each position's vector, alone, is blown up to *d_ff* dimensions, passed through a
+nonlinearity and projected back down to *d_model*. In the original Transformer the nonlinearity was ReLU and
+*d_ff* was 4·*d_model*.
 
-LLaMA-style models use a **gated** FFN, SwiGLU:
+The LLaMA family replaces it with a **gated** FFN, SwiGLU:
 
 *FFN(x) = W₂ ( SiLU(W₁x) ⊙ W₃x ),  SiLU(z) = z·σ(z)*
 
-One branch goes through the activation, the other stays linear and acts as a *gate*; the two are multiplied
-element by element. Shazeer (2020) found the GLU family consistently better at equal compute — and offered no
-theory for why; there still is none.
+Two projections of *x* are computed side by side. One goes through SiLU; the other stays linear and, multiplied
+in element by element, sets how much of each hidden unit reaches W₂ — it *gates* it. In Shazeer's 2020
+comparison the gated variants beat ReLU and GELU at matched compute, without an explanation of why, and there
+is still no accepted theory of it.
 """
 )
 
@@ -88,7 +91,7 @@ for col, name in enumerate(panels, start=1):
 heat.update_yaxes(autorange="reversed")
 heat.update_yaxes(title_text="token", row=1, col=1)
 heat.update_xaxes(title_text="hidden unit")
-heat.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10))
+heat.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10))
 st.plotly_chart(heat, key="ffn-gate")
 st.caption(f"d_ff = {swiglu_hidden(d_model)} hidden units; the first {min(n_units, swiglu_hidden(d_model))} shown.")
 st.dataframe(stats.style.format(precision=3), hide_index=True, key="ffn-gate-stats")

@@ -7,13 +7,14 @@ from gptcore.model import GPT
 st.title("GPT Explorer")
 st.markdown(
     """
-A language model reads a string of integers and predicts a distribution over the next one. A **bigram** model
-looks only at the previous character: it learns that *q* is followed by *u*, but never that the *she* in a story
-means the *Lucy* named three sentences earlier. For that, every position must be able to fetch information from
-any earlier position, and choose by content what to fetch.
+A language model sees text as a sequence of integers and, at every position, outputs a probability for each
+possible next one. A model that only looks at the current character already gets somewhere — after *q* comes
+*u* — but it can never work out that the *he* on this line is the *Tom* from the opening sentence. For that,
+each position needs a way to pull in information from any earlier position, and to decide from what it finds
+there what is worth pulling.
 
-This app builds such a model — a LLaMA-style GPT — one part at a time, lets you poke every part, and then trains
-the whole thing on your CPU to write children's stories.
+This app builds that mechanism up into a LLaMA-style GPT, one part per page, with every part open to poking; then
+it trains the whole model on your CPU until it writes children's stories.
 """
 )
 
@@ -23,17 +24,20 @@ PATH = [
     ("pages/sqrt_d_scaling.py", "2 · Why divide by √d_k",
      "Dot products grow with dimension; unscaled, softmax turns one-hot and gradients vanish."),
     ("pages/multihead_order.py", "3 · Multi-head attention and order-blindness",
-     "Heads split d_model at no extra cost — and attention alone cannot tell 'dog bites man' from 'man bites dog'."),
+     "Several heads for the parameters and compute of one — and attention alone cannot tell 'dog bites man' from "
+     "'man bites dog'."),
     ("pages/rope.py", "4 · RoPE",
-     "Rotate q and k by their positions and their dot product depends only on the distance between them."),
+     "Rotate q and k by their positions, and the score depends on their content and the signed offset m − n."),
     ("pages/ffn_swiglu.py", "5 · FFN and SwiGLU",
      "A gated feed-forward layer, and why its hidden size is 8/3·d instead of 4·d."),
     ("pages/residual_norm.py", "6 · Residual stream and normalization",
-     "Pre-norm vs post-norm trained side by side; RMSNorm vs LayerNorm."),
+     "Pre-norm vs post-norm, and RMSNorm vs LayerNorm, each trained side by side."),
     ("pages/assembled_gpt.py", "7 · The assembled GPT",
-     "Every parameter of the 810,624 accounted for, and every tensor shape along the forward pass."),
+     "Every parameter of the 810,624 accounted for, every tensor shape, and what the first loss should be."),
     ("pages/hyperparameters.py", "8 · Hyperparameters",
      "The consensus shapes of GPT-3 and LLaMA-2, a cost calculator, and the patches that keep softmax stable."),
+    ("pages/recap.py", "9 · Recap and what comes next",
+     "Three things to remember, the road from this model to GPT-2, and what modern models add."),
 ]
 LAB = [
     ("pages/training.py", "Train", "Train the full model on your CPU in the background; watch loss and samples."),
@@ -56,5 +60,6 @@ with right:
     st.markdown(
         f"- {cfg.n_layer} pre-norm blocks, d_model {cfg.d_model}, {cfg.n_head} heads of {cfg.d_head}\n"
         f"- causal attention with RoPE (θ = {cfg.rope_theta:,.0f}), SwiGLU with d_ff {cfg.d_ff}, RMSNorm, no biases\n"
-        f"- context {cfg.context} characters, vocabulary {cfg.vocab_size}\n"
+        f"- context {cfg.context} characters, vocabulary {cfg.vocab_size} (the characters of the tutorial's "
+        f"TinyStories text; your corpus decides yours)\n"
         f"- **{GPT(cfg).num_params():,} parameters**, trained in minutes on two CPU cores")

@@ -1,23 +1,27 @@
 import streamlit as st
-from plotly.subplots import make_subplots
 
+from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
+from explorer.shipped import shipped_checkpoint
 from explorer.ui import quiz, show_source
+from gptcore.checkpoint import CheckpointError
 from gptcore.demos import hyperparams as hp
 from gptcore.demos.anatomy import ModelShape
+from gptcore.errors import UserError
+from gptcore.inspector import token_labels
 
-PATCH_COLORS = {"no patch": "#7f7f7f", "QK-norm": "#1f77b4", "soft-cap": "#d62728"}
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
+MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]
+Z_TEXT = "Once upon a time, there was a little girl named Lily"
 
 stability_curves = st.cache_data(hp.stability_curves)
-MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]  # stacked in the bar chart
 
 
 st.title("Choosing hyperparameters")
 st.markdown(
     """
-A Transformer's shape comes down to a handful of numbers: *d_model*, *n_layer*, *n_head*, *d_ff*, the vocabulary
-size and the context length. Read through the configs of public models and the choices turn out to be
-remarkably alike.
+Six numbers fix the shape of a Transformer: *d_model*, *n_layer*, *n_head*, *d_ff*, the vocabulary size and the
+context length. Public models from GPT-3 to LLaMA settle most of them the same way, and each habit has a reason
+that fits in a sentence.
 """
 )
 
@@ -84,8 +88,11 @@ else:
     right.markdown(
         f"""
 **FLOPs per token.** A forward pass does one multiply-add (2 FLOPs) per matmul weight: **2N** with
-N = {flops['N (matmul parameters)']:,} (embedding lookups are free; the head counts). Attention adds
-2 · n_layer · context · d_model = {flops['inference: attention']:,} for the scores and the weighted sum.
+N = {flops['N (matmul parameters)']:,} (embedding lookups are free; the head counts). Attention adds the q·k
+scores and the weighted sum of the values, 2 · context · d_model FLOPs each per layer for a query that sees the
+whole context. A causal query sees on average half of it, so the count used here is halved:
+2 · n_layer · context · d_model = {flops['inference: attention']:,}. (A plain masked matmul still computes the
+masked half; kernels that skip it, such as FlashAttention's, reach the halved count.)
 Training ≈ 3 × forward (backward costs twice the forward): **6N** + {flops['training: attention']:,}.
 """
     )
@@ -94,73 +101,103 @@ Training ≈ 3 × forward (backward costs twice the forward): **6N** + {flops['t
     st.caption("GB (10⁹ bytes). *bf16 mixed* keeps bf16 weights and gradients for the matmuls plus an fp32 master "
                "copy of the weights and fp32 AdamW moments (two per weight). Inference needs the weights alone; "
                "activations and the KV cache come on top.")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["Training memory (GB)", "Training FLOPs per token vs context"],
-                        horizontal_spacing=0.12)
-    for part, color in zip(MEMORY_PARTS, ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]):
-        fig.add_bar(x=memory["precision"], y=memory[part], name=part, marker_color=color, row=1, col=1)
-    contexts = [2 ** k for k in range(7, 18)]
-    curve = hp.flops_vs_context(shape, contexts)
-    for column, color in (("6N", "#1f77b4"), ("attention", "#d62728"), ("training total", "#000000")):
-        fig.add_scatter(x=curve["context"], y=curve[column], name=column, mode="lines", line_color=color, row=1, col=2)
-    fig.add_vline(x=shape.context, line_dash="dot", line_color="grey", row=1, col=2)
-    fig.update_layout(barmode="stack", height=380, margin=dict(l=10, r=10, t=40, b=10))
-    fig.update_xaxes(type="log", title_text="context (tokens)", row=1, col=2)
-    fig.update_yaxes(type="log", row=1, col=2)
-    st.plotly_chart(fig, key="hp-costs")
-    st.caption("The attention term grows with the context; the dotted line marks this config's context.")
+    st.plotly_chart(costs_figure(memory, hp.flops_vs_context(shape, [2 ** k for k in range(7, 18)]), shape.context),
+                    key="hp-costs")
+    st.caption("The causal attention term grows with the context; the dotted line marks this config's context.")
 show_source(hp.compute_parameters, hp.flops_per_token, hp.memory_table)
 
 # --- stability -------------------------------------------------------------------------------------------
 st.header("3 · Keeping softmax in range")
 st.markdown(
     """
-At scale, training can blow up, and the usual patches all aim at a softmax: softmax is very sensitive to the scale
-of its inputs, and over a long run the logits' scale tends to drift upward. **QK-norm** normalizes q and k
-before their dot product, so the attention logits cannot grow with the weights. **Logit soft-capping** passes
-logits through *cap · tanh(z / cap)*, so none can exceed the cap. **z-loss** adds 10⁻⁴ · (log Z)² to the loss,
-where log Z = log Σ exp(zᵢ): softmax ignores a constant added to every logit, so nothing else stops them from
-drifting up together; this penalty does, pulling log Z back toward 0.
+Large runs sometimes blow up late in training, and the usual suspect is a softmax whose inputs have grown too
+big. Softmax only looks at the differences between its inputs, and nothing in the cross-entropy keeps logits
+small, so over a long run their scale creeps upward. Each common patch guards one softmax:
 
-Below, one query against 16 keys, with the weights drifting so the logits grow by a factor you choose:
+* on the **attention logits**, **QK-norm** normalizes q and k before they are multiplied, and **soft-capping**
+  squeezes every logit through *cap · tanh(z / cap)* (Gemma 2 caps its output logits the same way);
+* on the **output layer**, **z-loss** (PaLM) adds 10⁻⁴ · (log Z)² per token to the loss, where
+  log Z = log Σᵢ exp(zᵢ) is the log-sum-exp of the logits over the vocabulary. ST-MoE puts the same penalty on
+  the router of a mixture of experts.
 """
 )
+st.subheader("Attention logits: QK-norm and soft-capping")
+st.markdown("One query against 16 random keys, with the weights drifting so that every logit is *s* times its "
+            "starting size:")
 c1, c2 = st.columns(2)
 scale = c1.select_slider("Drift: logits × s", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], value=8.0,
                          key="hp-drift")
 cap = c2.slider("Soft-cap value", 1.0, 50.0, 5.0, step=1.0, key="hp-cap")
-table = hp.stability_table(scale, cap)
-st.dataframe(table.style.format(precision=4), hide_index=True, key="hp-stability")
+st.dataframe(hp.stability_table(scale, cap).style.format(precision=4), hide_index=True, key="hp-stability")
 curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
-fig = make_subplots(rows=1, cols=3, subplot_titles=["Entropy (nats)", "Max probability", f"Weights at s = {scale:g}"],
-                    horizontal_spacing=0.07)
-probs = hp.patched_probabilities(scale, cap)
-for name in ["no patch", "QK-norm", f"soft-cap {cap:g}"]:
-    color = PATCH_COLORS[name.split(" ")[0] if name.startswith("soft") else name]
-    rows = curves[curves["patch"] == name]
-    fig.add_scatter(x=rows["scale"], y=rows["entropy (nats)"], name=name, legendgroup=name, line_color=color,
-                    row=1, col=1)
-    fig.add_scatter(x=rows["scale"], y=rows["max prob"], name=name, legendgroup=name, line_color=color,
-                    showlegend=False, row=1, col=2)
-    fig.add_bar(x=list(range(len(probs))), y=probs[name], name=name, legendgroup=name, marker_color=color,
-                showlegend=False, row=1, col=3)
-for col in (1, 2):
-    fig.add_vline(x=scale, line_dash="dot", line_color="grey", row=1, col=col)
-    fig.update_xaxes(type="log", title_text="drift s", row=1, col=col)
-fig.update_xaxes(title_text="key", row=1, col=3)
-fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), barmode="group")
-st.plotly_chart(fig, key="hp-drift-fig")
-z = table.set_index("patch").loc["z-loss"]
+st.plotly_chart(drift_figure(curves, hp.patched_probabilities(scale, cap), scale, cap), key="hp-drift-fig")
 st.markdown(
-    f"""
-Without a patch the attention collapses onto one key as *s* grows — the saturated softmax from the √d page.
-QK-norm is flat: the drift never reaches the logits (in a real model a learned gain can still grow, but slowly).
-Soft-capping bounds the logits, so the weights stay spread over the keys whose logits hit the cap. z-loss changes
-nothing in the forward pass — its row equals the unpatched one — it acts through training: here it would add
-{z['z-loss']:.2e} to the loss (log Z = {z['log Z']:.2f}) and its gradient, 2·10⁻⁴ · log Z · softmax(z), pushes every
-logit down.
+    """
+Unpatched, the row piles onto a single key as *s* grows: the same saturation as on the √d page, with gradients
+to match. With QK-norm the curves are flat, because the drift is divided away before the product (a real model
+still has a learned gain after the norm, but it moves slowly). Soft-capping lets no logit past the cap, so the
+weight spreads over every key that reaches it instead of landing on one.
 """
 )
 show_source(hp.patched_logits, hp.stability_table)
+
+st.subheader("Output logits: z-loss")
+st.markdown(
+    """
+The output layer gives every character a logit *zᵢ*, and the cross-entropy of the right one is
+*log Z − z_target*. Add the same number to every logit and the probabilities do not move, so neither does the
+loss — but log Z moves by exactly that number. The cross-entropy's gradient, softmax(z) − onehot(target), sums
+to zero over the vocabulary: it never pushes the logits up or down together, and their common level is free to
+wander (in bfloat16 a large log Z also costs precision). The z-loss gradient is 2 · 10⁻⁴ · log Z · softmax(z):
+every entry has the sign of log Z. When **log Z > 0** a descent step lowers every logit; when **log Z < 0** it
+raises them all; at log Z = 0 it vanishes, and then the logits *are* the log-probabilities.
+"""
+)
+try:
+    shipped = shipped_checkpoint()
+except CheckpointError as e:
+    st.error(f"The shipped model cannot be loaded: {e}")
+    shipped = None
+if shipped is None:
+    st.info("This demo reads the output layer of the model shipped in `checkpoints/`, which is missing here.")
+else:
+    model, tokenizer = shipped.model, shipped.tokenizer
+    text = st.text_input("Text (the model predicts its last character from the ones before it)", Z_TEXT,
+                         key="hp-z-text")
+    try:
+        if len(text) < 2 or text[-1] not in tokenizer.stoi:
+            raise UserError("give at least two characters and end with one the model knows")
+        logits = hp.next_char_logits(model, tokenizer, text[:-1])
+    except UserError as e:
+        st.error(f"Cannot read the output layer for that text: {e}.")
+    else:
+        target = tokenizer.stoi[text[-1]]
+        base = hp.z_loss_terms(logits, target)
+        shift = st.slider("Shift added to every output logit", -30.0, 10.0, 0.0, step=0.5, key="hp-z-shift",
+                          help=f"At {-base['log Z']:.1f} the logits become log-probabilities (log Z = 0).")
+        terms = hp.z_loss_terms(logits, target, shift)
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric("log Z", f"{terms['log Z']:.2f}")
+        m2.metric("cross-entropy", f"{terms['cross-entropy']:.4f}")
+        m3.metric(f"p('{token_labels(text[-1])[0]}')", f"{terms['p(target)']:.3f}")
+        m4.metric("z-loss", f"{terms['z-loss']:.2e}")
+        sweep = hp.z_loss_sweep(logits, target, [s / 2 for s in range(-60, 21)])
+        st.plotly_chart(z_loss_figure(sweep, terms, shift, token_labels(tokenizer.chars)), key="hp-z-fig")
+        direction = "lowers" if terms["log Z"] > 0 else "raises" if terms["log Z"] < 0 else "leaves"
+        st.markdown(
+            f"""
+These are the logits of `{shipped.path.name}` (step {shipped.meta.get('step', 0):,}) for the character after
+*…{text[-12:-1]}*. Trained without a z-loss, it sits at log Z = {base['log Z']:.1f}, far from 0. At the shift
+you picked, log Z = {terms['log Z']:.2f}, and a descent step on the z-loss {direction} every logit; the
+cross-entropy's gradients, meanwhile, add up to {terms['cross-entropy gradient'].sum().item():.0e} — they only
+move logits *relative* to each other.
+"""
+        )
+        st.dataframe(sweep[sweep["shift"].isin([-20.0, -10.0, 0.0, 10.0, shift])].style.format(
+            {"shift": "{:+.1f}", "log Z": "{:.3f}", "cross-entropy": "{:.4f}", "p(target)": "{:.4f}",
+             "z-loss": "{:.2e}", "Σ ∂cross-entropy/∂zᵢ": "{:.0e}", "Σ ∂z-loss/∂zᵢ": "{:+.2e}"}),
+            hide_index=True, key="hp-z-table")
+        show_source(hp.z_loss_terms, hp.next_char_logits)
 
 quiz("hp-4096", "A team is designing a model with d_model = 4096. Which of these choices are mainstream?",
      ["32 heads of 128 dimensions each", "SwiGLU with d_ff ≈ 11008",

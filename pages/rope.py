@@ -2,7 +2,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.demo_plots import weights_heatmap
+from explorer.demo_plots import TOP_MARGIN, rope_pair_figure, weights_heatmap
 from explorer.ui import quiz, show_source
 from gptcore.demos import rope
 from gptcore.model import apply_rope, rope_frequencies, rope_tables
@@ -17,14 +17,16 @@ st.title("RoPE: position by rotation")
 st.markdown(
     """
 Attention needs to know where tokens are, and what usually matters in language is *relative* position: "the
-previous word" means the same at position 5 and at position 500. We want the score of a query at position *m*
-against a key at position *n* to depend on *m − n* only.
+character before" should mean the same thing at position 5 and at position 500. So we would like the score of
+a query at position *m* against a key at position *n* to depend on the two positions only through *m − n*.
 
-Rotations give exactly that. Rotate a 2-D query by the angle *mθ* and a key by *nθ*: the dot product of two
-vectors depends only on the angle between them, here *(m − n)θ*. **RoPE** (rotary position embedding) pairs up
-the channels of each head, (0, 1), (2, 3), …, and turns pair *i* by *position × θᵢ* with *θᵢ = base^(−2i/d)*.
-It is applied to q and k inside every attention layer — never to v, never to the residual stream — and it has
-nothing to learn: the cos/sin tables are computed once.
+Rotations give exactly that. A dot product depends on the lengths of its two vectors and on the angle between
+them. Turn a 2-D query by the angle *mθ* and a key by *nθ*: the lengths stay as they were, and the angle between
+the two changes by *(m − n)θ*. The score therefore depends on the content (*q* and *k*) and on the signed offset
+*m − n* — never on *m* or *n* alone. **RoPE** (rotary position embedding) groups the channels of each head in
+pairs, (0, 1), (2, 3), …, and turns pair *i* by *position × θᵢ*, with *θᵢ = base^(−2i/d)*. It acts on q and k
+inside every attention layer, not on v and not on the residual stream, and it learns nothing: the cos/sin tables
+are computed once.
 """
 )
 theta = st.select_slider("Base θ (the tutorial and LLaMA use 10,000)", THETAS, value=10_000, key="rope-theta")
@@ -34,9 +36,11 @@ st.header("1 · Only the offset matters")
 st.markdown(
     """
 The tutorial's check: *q* and *k* = randn(1, 64) from seed 0, rotated by gptcore's `rope_tables` and
-`apply_rope` (the functions the model runs) to three pairs of positions two apart. For contrast, the last
-column adds a random vector per position instead — the GPT-2 way of learned absolute positions. Add a pair of your
-own below.
+`apply_rope` (the functions the model runs) to three pairs of positions two apart. The last column is a
+contrast, not a real model: it adds one random vector per position to *q* and *k* and skips the rotation — a
+**stand-in for learned absolute positions**. (GPT-2's real version adds a trained position table to *x* before
+the q/k/v projections; it shares the problem shown here, a score that depends on where the pair sits.) Add a pair
+of your own below.
 """
 )
 c1, c2 = st.columns(2)
@@ -54,15 +58,16 @@ st.header("2 · The score as a function of m and n")
 st.markdown(
     f"""
 The same *q* and *k* at every pair of positions up to {GRID - 1}. With RoPE the picture is constant along every
-diagonal (*m − n* fixed); with added absolute position vectors it is noise, because the score also depends on
-where the pair sits. The number under each map is the largest spread of values along any one diagonal.
+diagonal (*m − n* fixed); with the stand-in absolute position vectors it is noise, because the score also depends
+on where the pair sits. The number under each map is the largest spread of values along any one diagonal.
 """
 )
 rope_grid, absolute_grid = rope.rope_score_grid(q, k, GRID, theta), rope.absolute_score_grid(q, k, GRID)
 left, right = st.columns(2)
 for column, grid, name in ((left, rope_grid, "RoPE"), (right, absolute_grid, "absolute positions")):
     limit = grid.abs().max().item()
-    column.plotly_chart(weights_heatmap(grid, title=f"q·k with {name}", zmin=-limit, zmax=limit, colorscale="RdBu",
+    title = f"q·k with {name}" + (" (random stand-in)" if name != "RoPE" else "")
+    column.plotly_chart(weights_heatmap(grid, title=title, zmin=-limit, zmax=limit, colorscale="RdBu",
                                         x_title="key position n", y_title="query position m", height=420),
                         key=f"rope-grid-{name}")
     column.metric(f"Spread along a diagonal, {name}", f"{rope.diagonal_spread(grid):.2e}")
@@ -74,27 +79,8 @@ c1, c2 = st.columns(2)
 pair = c1.slider("Channel pair i", 0, D // 2 - 1, 6, key="rope-pair")
 steps = c2.slider("Positions shown", 1, 64, 12, key="rope-steps")
 path = rope.pair_path(q, pair, range(steps + 1), theta)
-radius = float(np.hypot(path["x"][0], path["y"][0]))
-circle = np.linspace(0, 2 * np.pi, 200)
-fig = go.Figure()
-fig.add_scatter(x=radius * np.cos(circle), y=radius * np.sin(circle), mode="lines", line=dict(color="lightgrey",
-                dash="dot"), name="circle", hoverinfo="skip")
 sweep = rope.pair_path(q, pair, np.linspace(0, steps, 50 * steps + 1), theta)  # fractional positions
-fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77b4", width=3),
-                name=f"angle swept from 0 to {steps}", hoverinfo="skip")
-label_every = max(1, steps // 12)  # beyond a dozen labels the numbers pile on top of each other
-first_turn = 2 * np.pi / path["angle (rad)"][1] if steps else np.inf  # positions after it land on earlier ones
-for row in path.itertuples():
-    labelled = row.position % label_every == 0 and row.position + label_every / 2 < first_turn or row.position == steps
-    label = str(row.position) if labelled else ""
-    fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
-                    marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),
-                    line=dict(color="rgba(31,119,180,0.35)"), text=["", label],
-                    textposition="top center", hovertemplate=f"position {row.position}<extra></extra>")
-fig.update_layout(height=480, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=f"channel {2 * pair}",
-                  yaxis_title=f"channel {2 * pair + 1}", yaxis_scaleanchor="x",
-                  title=f"q's pair {pair} at positions 0–{steps}: "
-                        f"θ_{pair} = {path['angle (rad)'][1]:.4g} rad per token")
+fig = rope_pair_figure(path, sweep, pair, steps)
 left, right = st.columns([3, 2])
 left.plotly_chart(fig, key="rope-pair-plot")
 right.markdown(
@@ -111,9 +97,14 @@ show_source(rope.pair_path)
 st.header("4 · Fast pairs and slow pairs")
 st.markdown(
     """
-The early pairs spin fast and resolve nearby offsets; the late ones spin slowly and still tell apart tokens
-hundreds or thousands of positions away — the many-frequencies idea of the original sinusoidal encoding. A larger
-base slows the late pairs further, which is one of the tricks for stretching a model to longer contexts.
+Early pairs turn quickly and separate neighbouring offsets; late pairs turn so slowly that they still tell apart
+tokens hundreds or thousands of positions away — the many-frequencies idea of the original sinusoidal encoding.
+
+Since LLaMA, RoPE has been the default in nearly every open model, and the usual ways of stretching a trained
+model to longer contexts work on these frequencies: raise the base, which slows every pair (the slider above;
+Code Llama moved from 10,000 to 1,000,000), or **interpolate** — divide every θᵢ by the stretch factor, so that
+positions up to the new length land on angles the model saw in training (position interpolation; NTK-aware
+scaling and YaRN stretch the slow pairs more than the fast ones). Either way a short fine-tune usually follows.
 """
 )
 freqs = rope.frequency_table(D, theta)
@@ -121,7 +112,8 @@ fig = go.Figure()
 fig.add_scatter(x=freqs["pair"], y=freqs["θ_i (rad/token)"], mode="lines+markers", name="θ_i (rad/token)")
 fig.add_scatter(x=freqs["pair"], y=freqs["wavelength (tokens)"], mode="lines+markers",
                 name="wavelength 2π/θ_i (tokens)")
-fig.update_layout(height=340, margin=dict(l=10, r=10, t=40, b=10), yaxis_type="log", xaxis_title="pair i",
+fig.update_layout(height=360, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), yaxis_type="log", xaxis_title="pair i",
+                  yaxis_exponentformat="power", legend=dict(orientation="h", y=-0.2),
                   title=f"Per-pair frequencies, d = {D}, base {theta:,}")
 st.plotly_chart(fig, key="rope-freqs")
 show_source(rope.frequency_table, rope_frequencies)
@@ -134,8 +126,9 @@ quiz(
      "Like GPT-2, it adds a position vector to the token embedding.",
      "It rotates q, k and v."],
     {0, 1},
-    "RoPE turns q and k by angles proportional to their positions, so their dot product sees only the "
-    "difference of the angles, i.e. m − n; the angles come from fixed frequencies, so nothing is learned. It is "
+    "RoPE turns q and k by angles proportional to their positions, so the positions reach their dot product "
+    "only through the difference of the angles, i.e. through m − n; the angles come from fixed frequencies, so "
+    "nothing is learned. It is "
     "applied inside each attention layer, not added to the embeddings, and v is left alone: position only "
     "needs to shape the scores, not the content that gets mixed.",
 )

@@ -3,7 +3,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.demo_plots import weights_heatmap
+from explorer.demo_plots import log_ticks, weights_heatmap
 from explorer.ui import show_source
 from gptcore.demos import scaling
 from gptcore.model import Attention
@@ -77,7 +77,7 @@ for column, color in (("q·k", "#d62728"), ("q·k/√d", "#1f77b4")):
     ent.add_scatter(x=curve["d"], y=curve[column], name=column, mode="lines+markers", line_color=color)
 ent.add_hline(y=math.log(N_KEYS), line_dash="dot", annotation_text=f"uniform: log {N_KEYS}")
 ent.add_vline(x=d, line_dash="dash", line_color="grey")
-ent.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="log", xaxis_title="d",
+ent.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="d", **log_ticks(DIMS)),
                   yaxis_title="mean entropy (nats)", title="Attention entropy against head size")
 st.plotly_chart(ent, key="scaling-entropy")
 show_source(scaling.score_samples, scaling.attention_rows, scaling.attention_stats, scaling.entropy)
@@ -99,7 +99,8 @@ norm = go.Figure()
 norm.add_scatter(x=grad["factor"], y=grad["jacobian norm"], name="‖J‖ (Frobenius)", mode="lines")
 norm.add_scatter(x=grad["factor"], y=grad["largest weight"], name="largest weight", mode="lines", yaxis="y2")
 norm.add_vline(x=factor, line_dash="dash", line_color="grey")
-norm.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10), xaxis_type="log", xaxis_title="factor",
+norm.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
+                   xaxis=dict(title="factor", **log_ticks([0.1, 0.3, 1, 3, 10, 30, 100])),
                    yaxis_title="‖J‖", yaxis2=dict(title="largest weight", overlaying="y", side="right", range=[0, 1.05],
                               tickvals=[0, 0.25, 0.5, 0.75, 1]),
                    title="Gradient through softmax against the size of the scores",

@@ -1,14 +1,17 @@
+import sys
 import threading
 
 import torch
 import torch.nn.functional as F
 
-from gptcore import bench
+import bench
+from bench import common, inference, step, time_to_loss
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
 from gptcore.model import RMSNorm, RMSNormFunction, apply_rope, rope_tables
 from gptcore.recipes import RECIPES, Recipe
+from gptcore.reference import tutorial_rope, tutorial_twin
 from gptcore.train import TrainConfig, build_model
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
@@ -17,11 +20,11 @@ TEXT = "the cat sat on the mat. the dog ate the log. " * 200
 
 def test_tutorial_twin_has_gptcores_weights_and_loss():
     model, gen = build_model(GPTConfig(vocab_size=76), seed=0)
-    twin = bench.tutorial_twin(model)
+    twin = tutorial_twin(model)
     assert sum(p.numel() for p in twin.parameters()) == 811_136
     data = torch.randint(76, (20_000,), generator=gen)
     batches = [get_batch(data, 128, 4, gen) for _ in range(3)]
-    literal, ours = bench.tutorial_step_fn(twin, batches), bench.gptcore_step_fn(model, TrainConfig(), batches)
+    literal, ours = step.tutorial_step_fn(twin, batches), step.gptcore_step_fn(model, TrainConfig(), batches)
     for i in range(3):  # same loss before and after AdamW steps: plain vs fused, explicit vs SDPA attention
         assert abs(literal(i) - ours(i)) < 1e-5
     x, _ = batches[0]
@@ -31,26 +34,26 @@ def test_tutorial_twin_has_gptcores_weights_and_loss():
 def test_tutorial_rope_rebuilds_the_same_rotation_as_the_cached_tables():
     model, _ = build_model(GPTConfig(), seed=0)
     q = torch.randn(2, 4, 128, 32)
-    cached = bench.tutorial_rope(q)
+    cached = tutorial_rope(q)
     expected = torch.view_as_real(torch.view_as_complex(q.unflatten(-1, (-1, 2)))
                                   * torch.complex(model.rope_cos, model.rope_sin)).flatten(-2)
     assert torch.allclose(cached, expected, atol=1e-6)
 
 
 def test_flops_per_step_is_the_issues_22_9_gflop():
-    assert bench.flops_per_step(GPTConfig(), 32) == 6 * 800_000 * 4096 + 12 * 4 * 32 * 128 ** 2 * 128
-    assert round(bench.flops_per_step(GPTConfig(vocab_size=76), 32) / 1e9, 1) == 22.9
+    assert step.flops_per_step(GPTConfig(), 32) == 6 * 800_000 * 4096 + 12 * 4 * 32 * 128 ** 2 * 128
+    assert round(step.flops_per_step(GPTConfig(vocab_size=76), 32) / 1e9, 1) == 22.9
 
 
 def test_interleave_rotates_the_order_and_drops_warmup_rounds():
     calls = []
-    times = bench.interleave({name: (lambda r, n=name: calls.append((r, n))) for name in "abc"}, rounds=3, warmup=1)
+    times = common.interleave({name: (lambda r, n=name: calls.append((r, n))) for name in "abc"}, rounds=3, warmup=1)
     assert [len(t) for t in times.values()] == [3, 3, 3]
     assert [n for r, n in calls if r == 1] == ["b", "c", "a"] and [n for r, n in calls if r == 2] == ["c", "a", "b"]
 
 
 def test_take_turns_alternates_threads_and_lets_the_last_one_finish_alone():
-    turns, log = bench.TakeTurns(["a", "b"]), []
+    turns, log = time_to_loss.TakeTurns(["a", "b"]), []
 
     def run(name, n):
         turns.wait(name)
@@ -69,7 +72,7 @@ def test_take_turns_alternates_threads_and_lets_the_last_one_finish_alone():
 
 
 def test_curve_reports_the_first_checkpoint_at_or_below_a_target():
-    curve = bench.Curve("x", step=[0, 10, 20, 30], seconds=[0.0, 5.0, 9.0, 14.0], val=[3.0, 1.2, 0.99, 1.01])
+    curve = time_to_loss.Curve("x", step=[0, 10, 20, 30], seconds=[0.0, 5.0, 9.0, 14.0], val=[3.0, 1.2, 0.99, 1.01])
     assert curve.first_at_or_below(1.0) == (20, 9.0)
     assert curve.first_at_or_below(0.5) is None
 
@@ -79,13 +82,13 @@ def test_time_to_loss_interleaves_runs_and_writes_curves(tmp_path):
     fast = Recipe("f", "", TINY, TrainConfig(steps=4, batch_size=4, lr=1e-2, schedule="cosine", warmup=1,
                                              sample_chars=5))
     order = []
-    curves = bench.time_to_loss(TEXT, {"tutorial": ("script", tutorial), "fast": ("trainer", fast)}, points=4,
-                                report=lambda c: order.append((c.name, c.step[-1])))
+    runs = {"tutorial": (time_to_loss.train_tutorial_script, tutorial), "fast": (time_to_loss.train_recipe, fast)}
+    curves = time_to_loss.time_to_loss(TEXT, runs, points=4, report=lambda c: order.append((c.name, c.step[-1])))
     assert curves["tutorial"].step == [0, 2, 4, 6, 8] and curves["fast"].step == [0, 1, 2, 3, 4]
     assert order[:4] == [("tutorial", 0), ("fast", 0), ("fast", 1), ("tutorial", 2)]
     assert curves["tutorial"].val[-1] < curves["tutorial"].val[0]
     assert all(b >= a for a, b in zip(curves["fast"].seconds, curves["fast"].seconds[1:]))
-    csv_path, html_path = bench.write_curves(curves, curves["tutorial"].val[-1], tmp_path)
+    csv_path, html_path = time_to_loss.write_curves(curves, curves["tutorial"].val[-1], tmp_path)
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "recipe,step,seconds,val_loss" and len(rows) == 1 + 5 + 5
     assert "plotly" in html_path.read_text()[:5000].lower()
@@ -93,7 +96,8 @@ def test_time_to_loss_interleaves_runs_and_writes_curves(tmp_path):
 
 def test_the_tutorial_script_and_gptcores_trainer_follow_the_same_curve():
     recipe = Recipe("t", "", TINY, TrainConfig(steps=6, batch_size=4, eval_every=3, sample_chars=5))
-    curves = bench.time_to_loss(TEXT, {"script": ("script", recipe), "trainer": ("trainer", recipe)}, points=3)
+    runs = {"script": (time_to_loss.train_tutorial_script, recipe), "trainer": (time_to_loss.train_recipe, recipe)}
+    curves = time_to_loss.time_to_loss(TEXT, runs, points=3)
     assert curves["script"].step == curves["trainer"].step == [0, 2, 4, 6]
     assert all(abs(a - b) < 1e-4 for a, b in zip(curves["script"].val, curves["trainer"].val))
 
@@ -103,16 +107,37 @@ def test_time_to_loss_skips_with_a_reason_when_the_data_is_absent(tmp_path, caps
     assert f"skipping time-to-loss: {tmp_path / 'missing.txt'} is absent" in capsys.readouterr().out
 
 
-def test_a_tiny_speed_bench_runs_and_prints_every_figure(capsys):
+def test_a_tiny_step_bench_runs_through_the_cli_and_prints_every_figure(capsys):
     assert main(["bench", "--rounds", "1", "--batch-size", "2", "--context", "16", "--matmul-size", "128",
-                 "--gen-chars", "20", "--val-chars", "500", "--repeats", "2", "--no-hog"]) == 0
+                 "--no-hog"]) == 0
     out = capsys.readouterr().out
     for text in ("threads: ", "tutorial ", "gptcore ", "ms/step", "tok/s", "of peak", "GFLOP/s",
-                 "run_with_cache, full context 16", "with KV cache", "without cache", "chars/s", "evaluate over 500",
                  "where gptcore's step goes", "linear GEMMs ", "attention ", "everything else ",
                  "if everything else took no time"):
         assert text in out
     assert ("gptcore, 1 shard" in out) == (torch.get_num_threads() > 1)
+
+
+def test_a_tiny_inference_bench_prints_every_figure(capsys):
+    assert inference.main(["--batch-size", "2", "--context", "16", "--gen-chars", "20", "--val-chars", "500",
+                           "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    for text in ("run_with_cache, full context 16", "with KV cache", "without cache", "chars/s",
+                 "evaluate over 500", "training steps of "):
+        assert text in out
+
+
+def test_the_cli_runs_a_named_benchmark_and_refuses_an_unknown_one(capsys):
+    assert main(["bench", "corpus", "3000"]) == 0
+    assert " chars/s, vocab " in capsys.readouterr().out
+    assert main(["bench", "nonsense"]) == 2
+    assert "unknown benchmark 'nonsense'" in capsys.readouterr().out
+
+
+def test_the_cli_says_where_the_benchmarks_are_when_it_cannot_import_them(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "bench", None)  # what `import bench` meets outside the repository
+    assert main(["bench"]) == 2
+    assert "run this from the repository root" in capsys.readouterr().err
 
 
 def test_fast_recipe_trains_the_tutorials_architecture_on_under_half_its_characters():

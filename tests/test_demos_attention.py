@@ -112,10 +112,42 @@ def test_entropy_curve_uses_the_stats_draws_at_every_d():
 
 # --- heads and order ------------------------------------------------------------------------------------
 
-def test_attention_parameters_do_not_depend_on_the_head_count():
-    counts = mh.attention_param_counts(128, (1, 2, 4, 8, 16))
-    assert counts["parameters"].tolist() == [65_536] * 5
-    assert counts["d_head"].tolist() == [128, 64, 32, 16, 8]
+def test_attention_parameters_and_compute_do_not_depend_on_the_head_count():
+    costs = mh.attention_costs(128, 128, (1, 2, 4, 8, 16))
+    assert costs["parameters"].tolist() == [65_536] * 5
+    assert costs["d_head"].tolist() == [128, 64, 32, 16, 8]
+    # measured by FlopCounterMode: 2·T·4d² for the four projections, 2·2·T²·d for scores and mixing
+    assert costs["projection FLOPs"].tolist() == [2 * 128 * 4 * 128 ** 2] * 5
+    assert costs["score + mixing FLOPs"].tolist() == [4 * 128 ** 2 * 128] * 5
+
+
+def test_head_profiles_name_a_previous_character_head_and_a_word_start_head():
+    text = "ab cd ef"
+    T = len(text)
+    previous = torch.zeros(T, T)
+    previous[0, 0] = 1
+    previous[torch.arange(1, T), torch.arange(T - 1)] = 1
+    word = torch.zeros(T, T)
+    word[0, 0] = word[1, 1] = word[2, 2] = 1
+    for i, start in ((3, 2), (4, 2), (5, 5), (6, 5), (7, 5)):
+        word[i, start] = 1  # the space that opened the current word
+    patterns = torch.stack([previous, word])[None]  # (1 layer, 2 heads, T, T)
+    ids = torch.tensor([ord(c) for c in text])
+    profiles = mh.head_profiles(patterns, ids, text).set_index("head")
+    assert profiles.loc["L0H0", "previous_token"] == pytest.approx(1.0)
+    assert profiles.loc["L0H0", "role"] == "previous character"
+    assert profiles.loc["L0H0", "mean reach"] == pytest.approx(1.0)
+    assert profiles.loc["L0H1", "word_start"] == pytest.approx(1.0)
+    assert profiles.loc["L0H1", "role"] == "start of the current word"
+    assert math.isnan(profiles.loc["L0H0", "induction"])  # no character repeats
+    assert mh.clearest_layer(profiles.reset_index()) == 0
+
+
+def test_head_role_falls_back_to_how_far_a_head_reads():
+    row = {"previous_token": 0.1, "word_start": 0.1, "first_token": 0.05, "induction": float("nan"),
+           "mean reach": 12.3}
+    assert mh.head_role(row) == "spread out, about 12 characters back"
+    assert mh.head_role({**row, "mean reach": 2.0}) == "local, the last few characters"
 
 
 def test_permutation_check_matches_the_tutorial_and_breaks_with_mask_or_rope():

@@ -276,16 +276,52 @@ def test_huge_configs_stay_chartable_and_readable():
         "12 bytes", "12.97 MB", "107.8 GB", "2.79 TB", "6.40e+22 bytes"]
     assert hp.format_gb(1234.5678) == "1,234.568" and hp.format_gb(6.4e13) == "6.400e+13"
 
-def test_stability_patches():
+def test_stability_patches_on_the_attention_logits():
     curves = hp.stability_curves([0.5, 1, 4, 16, 64], cap=5.0)
     by = {name: rows.reset_index(drop=True) for name, rows in curves.groupby("patch")}
+    assert set(by) == {"no patch", "QK-norm", "soft-cap 5"}  # z-loss is not an attention patch
     plain = by["no patch"]
     assert plain["entropy (nats)"].is_monotonic_decreasing and plain["max prob"].iloc[-1] > 0.999
     assert by["QK-norm"]["entropy (nats)"].to_numpy() == pytest.approx(by["QK-norm"]["entropy (nats)"].iloc[0],
                                                                        rel=1e-4)
     assert (by["soft-cap 5"]["largest logit"] <= 5).all()
     assert by["soft-cap 5"]["entropy (nats)"].iloc[-1] > 1.0  # capped logits keep several keys in play
-    assert by["z-loss"]["entropy (nats)"].equals(plain["entropy (nats)"])  # no change to the forward pass
-    assert by["z-loss"]["z-loss"].is_monotonic_increasing
-    row = hp.stability_table(16.0, 5.0).set_index("patch").loc["no patch"]
-    assert row["z-loss"] == pytest.approx(1e-4 * row["log Z"] ** 2)
+
+
+def test_z_loss_reads_the_output_layers_log_sum_exp():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig())
+    chars = [chr(c) for c in range(32, 32 + 74)]
+    from gptcore.data import CharTokenizer
+    tokenizer = CharTokenizer(chars)
+    logits = hp.next_char_logits(model, tokenizer, "Once upon a tim")
+    assert logits.shape == (74,)  # one logit per character of the vocabulary: the output layer, not attention
+    ids = torch.tensor(tokenizer.encode("Once upon a tim"))[None]
+    assert torch.equal(logits, model(ids)[0][0, -1])
+    terms = hp.z_loss_terms(logits, target=tokenizer.stoi["e"])
+    assert terms["log Z"] == pytest.approx(torch.logsumexp(logits, -1).item(), rel=1e-6)
+    assert terms["z-loss"] == pytest.approx(1e-4 * terms["log Z"] ** 2)
+    assert terms["cross-entropy"] == pytest.approx(F.cross_entropy(logits[None], torch.tensor([tokenizer.stoi["e"]]))
+                                                   .item(), rel=1e-6)
+
+
+def test_z_loss_gradient_has_the_sign_of_log_z_while_cross_entropy_ignores_a_common_shift():
+    logits = torch.randn(72, generator=torch.Generator().manual_seed(1)) * 3
+    sweep = hp.z_loss_sweep(logits, 5, [-20.0, -5.0, 0.0, 5.0])
+    log_z0 = torch.logsumexp(logits, -1).item()
+    assert sweep["log Z"].to_numpy() == pytest.approx(log_z0 + sweep["shift"].to_numpy(), abs=1e-4)
+    assert sweep["cross-entropy"].to_numpy() == pytest.approx(sweep["cross-entropy"].iloc[0], abs=1e-4)
+    assert sweep["Σ ∂cross-entropy/∂zᵢ"].abs().max() < 1e-5
+    for shift in (-20.0, 5.0):
+        t = hp.z_loss_terms(logits, 5, shift)
+        torch.testing.assert_close(t["z-loss gradient"], 2e-4 * t["log Z"] * t["probs"])
+        sign = 1 if t["log Z"] > 0 else -1
+        assert (sign * t["z-loss gradient"] > 0).all()  # log Z > 0: every logit pushed down; < 0: every one up
+    assert hp.z_loss_terms(logits, 5, -log_z0)["z-loss"] < 1e-10  # log Z = 0: the logits are log-probabilities
+
+
+def test_attention_flops_state_the_causal_halving():
+    tutorial = hp.PUBLISHED["this app's GPT"]
+    full = 4 * tutorial.n_layer * tutorial.context * tutorial.d_model  # q·k and weights·v over the whole context
+    assert hp.flops_per_token(tutorial)["inference: attention"] == full // 2
+    assert "causal" in hp.flops_per_token.__doc__ and "halves" in hp.flops_per_token.__doc__

@@ -132,7 +132,7 @@ def test_rope_scores_depend_only_on_the_offset():
 @pytest.mark.parametrize("bad, message", [
     ({"d_model": 130, "n_head": 4}, "must be divisible by n_head"),
     ({"d_model": 12, "n_head": 4}, "d_head \\(3\\) must be even"),
-    ({"norm": "batch"}, "norm must be one of rms, layer"),
+    ({"norm": "batch"}, "norm must be rms or layer"),
     ({"n_layer": 0}, "n_layer must be an integer from 1"),
     ({"d_model": 10**7}, "d_model must be an integer from 1 to 4,096"),
     ({"scale_attention": "no"}, "scale_attention must be true or false, got 'no'"),

@@ -93,8 +93,10 @@ def test_lists_every_recipe_and_applies_it():
     assert at.number_input(key="tr_t_steps").value == 1500
     assert at.number_input(key="tr_t_lr").value == pytest.approx(3e-3)
     assert at.number_input(key="tr_t_sample_every").value == 100
-    # the tutorial's 810,624 with 62 characters instead of 74: embedding and head lose 2·128·12
-    assert "**807,552 parameters** with this corpus's 62 characters" in texts(at.markdown)
+    # the tutorial's 810,624 at its 74 characters; each character more or fewer is a row of the embedding and
+    # one of the head: 2·128 parameters
+    vocab = len(set(CorpusSource("builtin", chars=20_000).load().text))
+    assert f"**{810_624 + 256 * (vocab - 74):,} parameters** with this corpus's {vocab} characters" in texts(at.markdown)
 
 
 def test_tiny_run_starts_finishes_and_its_checkpoint_reloads(root):
@@ -103,7 +105,7 @@ def test_tiny_run_starts_finishes_and_its_checkpoint_reloads(root):
     finish("tiny")
     at.run()
     [done] = texts(at.success)
-    assert done.startswith("Finished 21 steps")
+    assert done.startswith("Finished step 20 of 20 in ")
     reloaded = ckpt.load_checkpoint(root / "tiny")
     assert reloaded.meta["step"] == 20 and reloaded.meta["status"] == "finished"
     assert f"**{reloaded.meta['final_val_loss']:.4f}**" in done
@@ -147,19 +149,27 @@ def test_absurd_learning_rate_ends_with_the_nan_message_and_a_good_checkpoint(ro
     assert at.dataframe[0].value.loc[0, "status"] == "diverged"
 
 
-def test_second_start_is_refused_naming_the_active_run():
+def test_start_is_off_while_a_run_trains_and_a_late_click_is_refused():
+    other_tab = page()  # drawn before the run started: its Start still looks enabled
+    other_tab.text_input(key="tr_name").set_value("second").run()
     at = start(page(tr_t_steps=1_000_000), "first")
     assert not at.error
-    at = start(at, "second")
-    assert texts(at.error) == ["'first' (train) is already running; stop it or wait for it to finish "
-                               "before starting another job."]
+    assert at.button(key="tr_start").disabled
+    assert "**first** is running: one run trains at a time" in at.warning[-1].value
+    # a click in the other tab before it redrew: the job registry refuses it and names the run in the way
+    other_tab.button(key="tr_start").click().run()
+    assert texts(other_tab.error) == ["'first' (train) is already running; stop it or wait for it to finish "
+                                      "before starting another job."]
+    assert other_tab.button(key="tr_start").disabled
     job_registry().get("first").pause()
-    at = start(at, "third")
-    assert texts(at.error)[0].startswith("'first' (train) is paused, not finished; stop it, or resume it")
+    assert "**first** is paused" in other_tab.run().warning[-1].value
     assert set(job_registry().jobs) == {"first"}
     job_registry().get("first").stop()
     finish("first")
-    assert not at.run().error  # the refusal went with the job that caused it
+    at.run()
+    assert not at.button(key="tr_start").disabled and not at.error
+    assert not [w for w in texts(at.warning) if "Start is off" in w]  # (the warning left says where it stopped)
+    assert not other_tab.run().error  # the refusal went with the job that caused it
 
 
 def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
@@ -203,14 +213,19 @@ def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
     at.radio(key="tr_source").set_value("upload").run()
     assert not at.error and "Choose a UTF-8 text file to train on." in texts(at.info)  # nothing wrong yet
     at.file_uploader(key="tr_upload").upload("short.txt", b"Once upon a time, Lucy had a cat.", "text/plain")
-    at.run()
-    assert not at.error and "33 characters" in " ".join(texts(at.caption))
-    at = start(at, "short run!")
+    at.run()  # said as soon as the corpus is chosen, not after Start
+    assert "33 characters" in " ".join(texts(at.caption))
+    assert [e.value for e in at.error] == ["corpus has 33 usable characters; context 16 needs at least 180 so that "
+                                           "the 10% validation split still holds one window of 17 characters"]
+    assert at.button(key="tr_start").disabled
+    at.text_input(key="tr_name").set_value("short run!").run()
     assert "Saved as **short-run** (letters, digits" in " ".join(texts(at.caption))
-    assert "corpus has 33 usable characters; context 16 needs at least 180" in at.error[0].value
-    assert job_registry().latest("train") is None
-    at.radio(key="tr_source").set_value("builtin").run()  # the message was about the upload: gone with it
-    assert not at.error
+    at.file_uploader(key="tr_upload").upload("one.txt", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "text/plain")
+    at.run()
+    assert [e.value for e in at.error] == ["the corpus uses a single character ('a'): there is nothing to predict"]
+    assert at.button(key="tr_start").disabled
+    at.radio(key="tr_source").set_value("builtin").run()
+    assert not at.error and not at.button(key="tr_start").disabled
 
 
 def test_interrupted_run_shows_as_such_and_continues_from_the_page(root):
@@ -292,7 +307,7 @@ def test_sidebar_shows_the_training_job_on_every_page():
     at.button(key="tr_stop").click().run()
     finish("side")
     line = sidebar_line("side")
-    assert line.startswith(":material/stop_circle: train **side** · step ") and line.endswith("/1,000,000 · stopped")
+    assert line.startswith(":material/stop_circle: train **side** · step ") and line.endswith(" of 1,000,000 · stopped")
 
 
 def test_tinystories_download_reports_progress_failure_and_success(tmp_path, monkeypatch):
@@ -366,7 +381,9 @@ def test_the_parameter_count_is_explained_and_checked_before_start():
     at.session_state["tr_builtin_chars"] = 20_000
     at.run()  # the tutorial's shape on a corpus with fewer than 74 characters
     captions = " ".join(texts(at.caption))
-    assert "The tutorial's 810,624 are at TinyStories' 74 characters" in captions and not at.error
+    assert "The tutorial's 810,624 are at the 74 characters of its TinyStories copy: 3 fewer characters here, 768 " \
+           "fewer parameters." in captions and not at.error
+    assert "256 per character in all: 18,176 of the 809,856 (2%) for these 71 characters." in captions
     for key, value in {"tr_m_d_model": 4096, "tr_m_n_layer": 64, "tr_m_n_head": 64, "tr_m_d_ff": 16384}.items():
         at.number_input(key=key).set_value(value)
     at.run()

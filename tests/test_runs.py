@@ -87,12 +87,12 @@ def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
 
 def test_describe_and_format_helpers():
     assert describe.describe_model(GPTConfig()).startswith("d_model 128 · 4 layers · 4 heads of 32 · SwiGLU d_ff 344")
-    assert describe.describe_training(TrainConfig()).startswith("1,501 steps · batch 32 · AdamW lr 0.003 (constant)")
+    assert describe.describe_training(TrainConfig()).startswith("steps 0–1,500 · batch 32 · AdamW lr 0.003 (constant)")
     assert describe.describe_training(TrainConfig(optimizer="muon", schedule="cosine", warmup=50)).startswith(
-        "1,501 steps · batch 32 · Muon lr 0.02 + AdamW lr 0.003 (cosine to 0.1×, warmup 50)")
+        "steps 0–1,500 · batch 32 · Muon lr 0.02 + AdamW lr 0.003 (cosine to 0.1×, warmup 50)")
     assert describe.format_duration(348) == "5m 48s" and describe.format_duration(3700) == "1h 01m"
     assert describe.format_duration(None) == "–"
-    assert training.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no pull toward 0
+    assert training.smooth([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])  # no pull toward 0
     xs, ys = training.thin(list(range(10_001)), list(range(10_001)), limit=2000)
     assert len(xs) <= 2001 and xs[-1] == 10_000 and xs == ys
     assert [runs.nice_interval(x) for x in (0.3, 7, 13.3, 100)] == [1, 5, 10, 100]
@@ -262,9 +262,9 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     one = next(r for r in listed if r.name == "one")
     assert one.best_val == min(one.history["eval_val"]) and one.total_steps == 20
     frame = training.runs_frame(listed)
-    assert list(frame.columns) == ["run", "status", "steps", "best val (estimate)", "final val (whole split)",
+    assert list(frame.columns) == ["run", "status", "progress", "best val (estimate)", "final val (whole split)",
                                    "wall time", "params", "corpus", "saved"]
-    assert set(frame["steps"]) == {"21 / 21"} and set(frame["status"]) == {"finished"}
+    assert set(frame["progress"]) == {"step 20 of 20"} and set(frame["status"]) == {"finished"}
     curves = training.run_curves(listed)
     assert set(curves.groupby(["run", "series"]).size().items()) == {
         (("one", "train (smoothed)"), 21), (("one", "val"), 3), (("two", "train (smoothed)"), 21), (("two", "val"), 3)}

@@ -5,14 +5,17 @@ runs its shape logic but no memory is allocated and nothing is computed, so any 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
-from ..config import GPTConfig, swiglu_hidden
+from ..config import GPTConfig, TrainConfig, swiglu_hidden
+from ..data import builtin_corpus, get_batch
 from ..errors import InputError
 from ..model import GPT, meta_model
+from ..train import Trainer, estimate_loss
 
 
 @dataclass(frozen=True)
@@ -215,3 +218,42 @@ def view_vs_reshape(batch: int = 1, n_head: int = 4, T: int = 3, d_head: int = 2
         "reshape equals contiguous().view": torch.equal(merged, moved.contiguous().view(B, T, H * hd)),
         "correct": merged[0], "wrong": wrong[0], "wrong equals correct": torch.equal(wrong, merged),
     }
+
+
+# --- the first line of the training log ------------------------------------------------------------------
+
+@torch.no_grad()
+def initial_logit_spread(model, ids: torch.Tensor) -> float:
+    """Standard deviation of the logits across the vocabulary, averaged over the positions of ids (B, T)."""
+    logits, _ = model(ids)
+    return logits.std(-1).mean().item()
+
+
+def first_log_line(text: str, cfg: GPTConfig | None = None, tc: TrainConfig | None = None) -> dict:
+    """The tutorial's `step 0` log line, measured on `text` with gptcore's own Trainer.
+
+    The loop trains first and evaluates after: at step 0 the train loss belongs to the untrained model (its
+    batch is scored before the update), while the validation estimate comes after one AdamW update. Here the
+    validation loss is also estimated *before* that update, on separate batches from a private generator (so
+    the run itself is untouched), to show what the single update did. An untrained model's loss sits near
+    ln V, plus about σ²/2 for logits that spread with standard deviation σ across the vocabulary.
+    """
+    cfg = cfg or GPTConfig()
+    tc = tc or TrainConfig(steps=0, eval_every=1, final_eval=False, sample_chars=1)
+    trainer = Trainer(cfg, tc, text)
+    model, V = trainer.model, trainer.tokenizer.vocab_size
+    probe = torch.Generator().manual_seed(tc.seed + 12345)
+    model.eval()
+    sigma = initial_logit_spread(model, get_batch(trainer.val_ids, model.cfg.context, tc.batch_size, probe)[0])
+    val_before = estimate_loss(model, trainer.val_ids, tc.batch_size, tc.eval_batches, probe)
+    model.train()
+    logged: dict = {}
+    trainer.run(on_event=lambda kind, data: logged.update({kind: data}) if kind in ("step", "eval") else None)
+    return {"vocab": V, "ln V": math.log(V), "logit std at init": sigma,
+            "ln V + σ²/2": math.log(V) + sigma ** 2 / 2, "train loss, step 0": logged["step"]["loss"],
+            "val before the update": val_before, "val, step 0 (after one update)": logged["eval"]["val"]}
+
+
+def builtin_vocab(n_chars: int = 1_000_000, seed: int = 0) -> int:
+    """Distinct characters of the built-in stories the Train page starts from."""
+    return len(set(builtin_corpus(n_chars, seed).text))

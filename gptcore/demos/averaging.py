@@ -7,11 +7,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..config import GPTConfig, swiglu_hidden
+from ..config import GPTConfig, TrainConfig, swiglu_hidden
 from ..data import builtin_corpus
 from ..errors import InputError
 from ..model import Attention
-from ..train import TrainConfig, TrainControl, Trainer
+from ..train import TrainControl, Trainer
 
 
 def causal_mask(T: int) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Hyperparameters: the shapes public models agree on, what a shape costs, and the softmax stability patches."""
+"""Hyperparameters: the shapes public models agree on, what a shape costs, and the patches that keep softmax stable
+(QK-norm and soft-capping on the attention logits, z-loss on the output layer's log-sum-exp)."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,10 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig
-from ..model import RMSNorm
+from ..data import CharTokenizer
+from ..errors import InputError
+from ..inspector import MODEL_LOCK
+from ..model import GPT, RMSNorm
 from .anatomy import ModelShape, parameter_parts, total_parameters
 
 PUBLISHED = {
@@ -22,17 +26,21 @@ def consensus_table() -> pd.DataFrame:
     """The choices public configs share, and the reason for each."""
     return pd.DataFrame([
         ("d_ff / d_model", "4 with ReLU/GELU; 8/3 with a gated FFN (SwiGLU)",
-         "The gated FFN has a third matrix; shrinking d_ff to 8/3·d keeps it at the 8·d² budget of the 4·d MLP."),
+         "A gated FFN carries three weight matrices instead of two; at 8/3·d wide it costs what a plain 4·d "
+         "MLP costs (worked out on the FFN page)."),
         ("n_head × d_head", "= d_model, with d_head mostly 64 or 128",
-         "Heads split d_model into slices; more heads add no parameters, they cut the same matrices finer."),
+         "More heads re-partition the same q/k/v projections instead of enlarging them, so cost stays flat; "
+         "64 to 128 channels leave each head enough room for a pattern of its own."),
         ("d_model / n_layer", "roughly 100 to 200",
-         "Deeper means more sequential steps and harder parallelism; wider uses its capacity less well. Inside "
-         "this band the loss hardly depends on the exact shape."),
+         "Each layer waits for the one below it, so very deep stacks parallelise badly, and very wide shallow "
+         "ones get less out of every parameter. Scaling-law fits find the loss nearly flat across a broad "
+         "band of aspect ratios, so the exact choice matters little."),
         ("vocabulary", "30k–50k for one language, 100k–250k multilingual",
-         "A bigger vocabulary gives shorter sequences but a bigger embedding and head, and rarer tokens."),
+         "Bigger vocabularies pack more text into each token (shorter sequences, cheaper attention) but "
+         "enlarge the embedding and output matrices and leave rare tokens few examples to learn from."),
         ("dropout / weight decay", "no dropout in pretraining; weight decay about 0.1",
-         "Pretraining sees most data about once, so it barely overfits. Weight decay works mostly together with the "
-         "learning-rate schedule, helping the loss drop at the end of training."),
+         "A single pass over a huge corpus leaves little to memorise, so dropout would only slow learning. "
+         "Decay near 0.1 acts mostly in concert with the learning-rate schedule and pays off late in a run."),
     ], columns=["hyperparameter", "usual choice", "why"])
 
 
@@ -70,18 +78,24 @@ def compute_parameters(s: ModelShape) -> int:
 
 
 def flops_per_token(s: ModelShape, context: int | None = None) -> dict:
-    """Forward ≈ 2·N + 2·n_layer·context·d_model (q·k scores and the weighted sum over the context);
-    training ≈ 3× forward (the backward pass costs about twice the forward)."""
+    """Forward ≈ 2·N + 2·n_layer·context·d_model; training ≈ 3× forward (the backward costs about twice the
+    forward).
+
+    The attention term counts the q·k scores and the weighted sum of the values, 2·T·d_model FLOPs each per
+    token and layer for a query that sees all T positions. A causal query sees on average about half of
+    them, which halves the sum: 4·n_layer·T·d_model becomes 2·n_layer·T·d_model (the convention of Kaplan
+    et al. 2020). Kernels that skip the masked half reach this; a plain masked matmul does the full work.
+    """
     T = s.context if context is None else context
     n = compute_parameters(s)
-    attention = 2 * s.n_layer * T * s.d_model
+    attention = 2 * s.n_layer * T * s.d_model  # causal: half of the full 4·n_layer·T·d_model
     return {"N (matmul parameters)": n, "inference: 2N": 2 * n, "inference: attention": attention,
             "inference total": 2 * n + attention, "training: 6N": 6 * n, "training: attention": 3 * attention,
             "training total": 6 * n + 3 * attention}
 
 
 def flops_vs_context(s: ModelShape, contexts) -> pd.DataFrame:
-    """Training FLOPs per token against context length: 6N stays, the attention term grows with T.
+    """Training FLOPs per token against context length: 6N stays, the (causal) attention term grows with T.
 
     In floats: a huge config's counts pass 2⁶³, and a column of such ints cannot be sent to a chart."""
     six_n = 6.0 * compute_parameters(s)
@@ -138,10 +152,7 @@ def format_gb(gb: float) -> str:
     return f"{gb:,.3f}" if gb < 1e6 else f"{gb:.3e}"
 
 
-# --- stability patches -----------------------------------------------------------------------------------
-
-Z_LOSS_WEIGHT = 1e-4
-
+# --- stability patches on the attention logits -----------------------------------------------------------
 
 def attention_sample(n_keys: int = 16, d: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """One query and n_keys keys ~ N(0, 1) from a private generator."""
@@ -159,25 +170,24 @@ def patched_logits(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float) -
 
     The drift is modelled as q and k each growing by √scale. QK-norm passes q and k through RMSNorm
     (gain 1) before the dot product, which removes the drift; soft-capping squashes the logits into
-    (−cap, cap); z-loss leaves the forward pass alone (it is a training penalty).
+    (−cap, cap).
     """
     d = q.shape[-1]
     grow = math.sqrt(scale)
     raw = (grow * k) @ (grow * q) / math.sqrt(d)
     norm = RMSNorm(d)
-    return {"no patch": raw, "z-loss": raw, "QK-norm": norm(grow * k) @ norm(grow * q) / math.sqrt(d),
+    return {"no patch": raw, "QK-norm": norm(grow * k) @ norm(grow * q) / math.sqrt(d),
             f"soft-cap {cap:g}": cap * torch.tanh(raw / cap)}
 
 
 def stability_table(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
-    """Max probability, entropy, log Z and the z-loss penalty Z_LOSS_WEIGHT·(log Z)² for each patch."""
+    """Largest logit, max probability and entropy of one attention row for each patch."""
     q, k = attention_sample(seed=seed)
     rows = []
     for name, logits in patched_logits(q, k, scale, cap).items():
         p = logits.softmax(-1)
-        log_z = torch.logsumexp(logits, -1).item()
         rows.append({"patch": name, "largest logit": logits.max().item(), "max prob": p.max().item(),
-                     "entropy (nats)": entropy(p), "log Z": log_z, "z-loss": Z_LOSS_WEIGHT * log_z ** 2})
+                     "entropy (nats)": entropy(p)})
     return pd.DataFrame(rows)
 
 
@@ -190,5 +200,53 @@ def stability_curves(scales, cap: float, seed: int = 0) -> pd.DataFrame:
 def patched_probabilities(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
     """softmax of each patch's logits, one column per patch, one row per key."""
     q, k = attention_sample(seed=seed)
-    return pd.DataFrame({name: logits.softmax(-1).numpy() for name, logits in patched_logits(q, k, scale, cap).items()
-                         if name != "z-loss"})
+    return pd.DataFrame({name: logits.softmax(-1).numpy() for name, logits in patched_logits(q, k, scale, cap).items()})
+
+
+# --- z-loss on the output layer --------------------------------------------------------------------------
+
+Z_LOSS_WEIGHT = 1e-4  # PaLM's coefficient
+
+
+@torch.no_grad()
+def next_char_logits(model: GPT, tokenizer: CharTokenizer, prefix: str) -> torch.Tensor:
+    """The output layer's logits (vocab,) for the character after `prefix` (its last `context` characters)."""
+    ids = tokenizer.encode(prefix)[-model.cfg.context:]
+    if not ids:
+        raise InputError("the text has no character the model knows")
+    with MODEL_LOCK:  # the model may be shared with a session that has hooks on it
+        logits, _ = model(torch.tensor(ids)[None])
+    return logits[0, -1].float()
+
+
+def z_loss_terms(logits: torch.Tensor, target: int, shift: float = 0.0, weight: float = Z_LOSS_WEIGHT) -> dict:
+    """Cross-entropy and z-loss of one row of output logits after adding `shift` to every logit.
+
+    With z = logits + shift and log Z = logsumexp(z): cross-entropy = log Z − z[target] and
+    z-loss = weight · (log Z)². Each term's gradient with respect to z comes from autograd: the
+    cross-entropy's is softmax(z) − onehot(target), whose entries sum to 0, so the loss has no say in a shift
+    of all the logits together; the z-loss's is 2·weight·log Z·softmax(z), all of one sign, the sign of log Z.
+    """
+    z = (logits.detach().float() + shift).requires_grad_()
+    log_z = torch.logsumexp(z, -1)
+    cross_entropy = log_z - z[target]
+    z_loss = weight * log_z ** 2
+    ce_grad, = torch.autograd.grad(cross_entropy, z, retain_graph=True)  # log Z is shared with the z-loss
+    z_grad, = torch.autograd.grad(z_loss, z)
+    p = z.detach().softmax(-1)
+    return {"log Z": log_z.item(), "cross-entropy": cross_entropy.item(), "z-loss": z_loss.item(),
+            "p(target)": p[target].item(), "max prob": p.max().item(), "probs": p,
+            "cross-entropy gradient": ce_grad, "z-loss gradient": z_grad}
+
+
+def z_loss_sweep(logits: torch.Tensor, target: int, shifts, weight: float = Z_LOSS_WEIGHT) -> pd.DataFrame:
+    """z_loss_terms for several common shifts: the probabilities and the cross-entropy never move, log Z
+    moves one for one with the shift, and the z-loss is a parabola that is 0 where log Z = 0."""
+    rows = []
+    for shift in shifts:
+        t = z_loss_terms(logits, target, float(shift), weight)
+        rows.append({"shift": float(shift), "log Z": t["log Z"], "cross-entropy": t["cross-entropy"],
+                     "p(target)": t["p(target)"], "z-loss": t["z-loss"],
+                     "Σ ∂cross-entropy/∂zᵢ": t["cross-entropy gradient"].sum().item(),
+                     "Σ ∂z-loss/∂zᵢ": t["z-loss gradient"].sum().item()})
+    return pd.DataFrame(rows)

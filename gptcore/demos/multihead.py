@@ -3,21 +3,37 @@ from __future__ import annotations
 
 import pandas as pd
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..config import GPTConfig
 from ..errors import InputError
+from ..inspector import head_scores
 from ..model import Attention, rope_tables
 from .averaging import attention_module, run_attention
 
 
-def attention_param_counts(d_model: int = 128, heads=(1, 2, 4, 8, 16, 32)) -> pd.DataFrame:
-    """Parameters of the model's own Attention for several head counts (built on the meta device)."""
+def attention_costs(d_model: int = 128, T: int = 128, heads=(1, 2, 4, 8, 16, 32)) -> pd.DataFrame:
+    """Parameters and forward FLOPs of the model's own Attention for several head counts.
+
+    FLOPs are counted by PyTorch's FlopCounterMode on one forward pass over T positions, with the hook point
+    watched so that the written-out softmax path runs (the fused kernel is invisible to the counter). Matrix
+    products of 2-D operands (aten.mm) are the q/k/v and output projections; the batched ones (aten.bmm) are
+    the scores and the weighted sum of the values, computed in full and then masked.
+    """
     rows = []
     for h in heads:
-        with torch.device("meta"):
-            attn = Attention(GPTConfig(d_model=d_model, n_head=h, position="none"))
+        attn = Attention(GPTConfig(d_model=d_model, n_head=h, context=max(T, 1), position="none"))
+        x = torch.zeros(1, T, d_model)
+        handle = attn.hook_pattern.register_forward_hook(lambda *_: None)
+        try:
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                attn(x)
+        finally:
+            handle.remove()
+        flops = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
         rows.append({"n_head": h, "d_head": d_model // h, "parameters": sum(p.numel() for p in attn.parameters()),
-                     "4·d_model²": 4 * d_model ** 2})
+                     "4·d_model²": 4 * d_model ** 2, "projection FLOPs": flops.get("aten.mm", 0),
+                     "score + mixing FLOPs": flops.get("aten.bmm", 0)})
     return pd.DataFrame(rows)
 
 
@@ -87,3 +103,60 @@ def head_patterns(n_head: int, causal: bool = True, use_rope: bool = False, seed
     """(n_head, T, T) weights of each head on the tutorial's x: same inputs, one pattern per subspace."""
     x, attn = model_attention(n_head, causal, use_rope, seed)
     return attn(x)[1]
+
+
+# --- trained heads ---------------------------------------------------------------------------------------
+
+ROLE_SCORES = {"previous_token": "previous character", "word_start": "start of the current word",
+               "first_token": "first character", "induction": "induction (what followed this character last time)"}
+CLEAR_ROLE = 0.3  # a score below this is no role: uniform attention over 50 keys scores 0.02
+
+
+def head_profiles(patterns: torch.Tensor, ids: torch.Tensor, text: str) -> pd.DataFrame:
+    """One row per head of a trained model on one text: the Inspect page's role scores, the weight on the space
+    that opened the current word, how far back the head reads on average (in characters), how spread its
+    weights are (entropy, nats), and a one-phrase role.
+
+    Averages run over the queries 1..T-1 (query 0 can only see itself); word_start over the queries that have
+    a space (or line break) before them.
+    """
+    table = head_scores(patterns, ids)
+    p = patterns.double()
+    T = p.shape[-1]
+    pos = torch.arange(T)
+    table.insert(4, "word_start", word_start_scores(p, [c in " \n" for c in text]).flatten().numpy())
+    back = (pos[:, None] - pos[None, :]).clamp_min(0).double()
+    table["mean reach"] = (p * back).sum(-1)[..., 1:].mean(-1).flatten().numpy()
+    table["entropy"] = (-(p * p.clamp_min(1e-30).log()).sum(-1))[..., 1:].mean(-1).flatten().numpy()
+    table["role"] = [head_role(row) for row in table.to_dict("records")]
+    return table
+
+
+def word_start_scores(p: torch.Tensor, is_space: list[bool]) -> torch.Tensor:
+    """(L, H) mean weight on the latest space strictly before each query; NaN when no query has one."""
+    latest, last_space = [], -1
+    for i, space in enumerate(is_space):
+        latest.append(last_space)
+        if space:
+            last_space = i
+    queries = [i for i in range(1, len(is_space)) if latest[i] >= 0]
+    if not queries:
+        return torch.full(p.shape[:2], float("nan"), dtype=p.dtype)
+    q = torch.tensor(queries)
+    return p[..., q, torch.tensor([latest[i] for i in queries])].mean(-1)
+
+
+def head_role(row: dict) -> str:
+    """The strongest named score when it is clear, else where the head's weight goes on average."""
+    scores = {name: row[name] for name in ROLE_SCORES if row[name] == row[name]}  # NaN: no repeat in the text
+    best = max(scores, key=scores.get, default=None)
+    if best is not None and scores[best] >= CLEAR_ROLE:
+        return ROLE_SCORES[best]
+    return f"spread out, about {row['mean reach']:.0f} characters back" if row["mean reach"] >= 4 else \
+        "local, the last few characters"
+
+
+def clearest_layer(profiles: pd.DataFrame) -> int:
+    """The layer holding the head with the highest named score: a good first layer to look at."""
+    best = profiles[list(ROLE_SCORES)].max(axis=1).fillna(0)
+    return int(profiles.loc[best.idxmax(), "layer"])

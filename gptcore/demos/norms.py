@@ -13,10 +13,10 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from ..config import GPTConfig, swiglu_hidden
+from ..config import GPTConfig, TrainConfig, swiglu_hidden
 from ..data import builtin_corpus, get_batch
 from ..model import GPT, RMSNorm
-from ..train import Diverged, TrainConfig, Trainer
+from ..train import Diverged, Trainer
 
 # --- RMSNorm vs LayerNorm --------------------------------------------------------------------------------
 
@@ -77,13 +77,16 @@ def time_norms(d: int = 128, n_rows: int = 32 * 128, repeats: int = 20) -> pd.Da
 class Variant:
     placement: str  # "pre" | "post"
     warmup: bool
+    norm: str = "rms"  # "rms" | "layer"
+    name: str = ""  # a label of its own, for races that vary only the norm
 
     @property
     def label(self) -> str:
-        return f"{self.placement}-norm, {'with' if self.warmup else 'no'} warmup"
+        return self.name or f"{self.placement}-norm, {'with' if self.warmup else 'no'} warmup"
 
 
 ALL_VARIANTS = tuple(Variant(p, w) for p in ("pre", "post") for w in (False, True))
+NORM_VARIANTS = (Variant("pre", True, "rms", "RMSNorm"), Variant("pre", True, "layer", "LayerNorm"))
 
 
 @dataclass(frozen=True)
@@ -98,18 +101,20 @@ class NormRace:
     lr: float = 1e-2
     warmup: int = 20
     probe_every: int = 10
+    eval_batches: int = 2  # at the last step
     corpus_chars: int = 200_000
     seed: int = 0
     variants: tuple[Variant, ...] = field(default=ALL_VARIANTS)
 
-    def model_config(self, placement: str) -> GPTConfig:
+    def model_config(self, variant: Variant) -> GPTConfig:
         return GPTConfig(d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
-                         d_ff=swiglu_hidden(self.d_model), context=self.context, norm_placement=placement)
+                         d_ff=swiglu_hidden(self.d_model), context=self.context, norm_placement=variant.placement,
+                         norm=variant.norm)
 
     def train_config(self, warmup: bool) -> TrainConfig:
         return TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr, seed=self.seed,
                            schedule="cosine", warmup=self.warmup if warmup else 0, eval_every=self.steps,
-                           eval_batches=2, final_eval=False, sample_chars=1)
+                           eval_batches=self.eval_batches, final_eval=False, sample_chars=1)
 
     @property
     def total_steps(self) -> int:
@@ -135,7 +140,8 @@ def run_norm_race(job, race: NormRace) -> str | None:
 
     job.data gets rows appended as training goes: 'loss' (variant, step, loss), 'grads' and 'resid'
     (variant, step, layer, norm) every probe_every steps, taken before that step's update (so step 0 is the
-    initialisation, the same for every warmup); 'runs' maps each variant to its outcome.
+    initialisation, the same for every warmup), 'val' (variant, validation loss at the last step) and 'timing'
+    (variant, seconds per step) as each variant ends; 'runs' maps each variant to its outcome.
     """
     text = builtin_corpus(race.corpus_chars, race.seed).text
     job.update(data={"runs": {v.label: "waiting" for v in race.variants}, "steps_done": 0,
@@ -144,7 +150,8 @@ def run_norm_race(job, race: NormRace) -> str | None:
     for variant in race.variants:
         if job.control.stop.is_set():
             break
-        trainer = Trainer(race.model_config(variant.placement), race.train_config(variant.warmup), text)
+        trainer = Trainer(race.model_config(variant), race.train_config(variant.warmup), text)
+        started = time.perf_counter()
         probe = get_batch(trainer.val_ids, race.context, 8, torch.Generator().manual_seed(race.seed))[0]
         window: list[list[float]] = []  # per-layer grad norms since the last probe
 
@@ -161,6 +168,8 @@ def run_norm_race(job, race: NormRace) -> str | None:
 
         def on_event(kind: str, data: dict, variant=variant):
             nonlocal done
+            if kind == "eval" and data["step"] == race.steps:
+                job.append("val", (variant.label, data["val"]))
             if kind != "step":
                 return
             job.append("loss", (variant.label, data["step"], data["loss"]))
@@ -178,15 +187,20 @@ def run_norm_race(job, race: NormRace) -> str | None:
         except Diverged as e:
             runs[variant.label] = f"diverged: {e}".split(";")[0]
             done += race.steps - trainer.step  # its remaining steps will never run
+        # wall time per step, probes included (the same probes for every variant)
+        job.append("timing", (variant.label, (time.perf_counter() - started) / max(1, trainer.step + 1)))
         job.update(data={"runs": dict(runs)})
     return "stopped" if job.control.stop.is_set() else "finished"
 
 
 def race_frames(data: dict, smooth: int = 10) -> dict[str, pd.DataFrame]:
-    """The job's rows as DataFrames; 'loss' gains a trailing moving average per variant."""
+    """The job's rows as DataFrames; 'loss' gains a trailing moving average per variant, and 'results' has each
+    finished variant's final validation loss and seconds per step."""
     loss = pd.DataFrame(data.get("loss", []), columns=["variant", "step", "loss"])
     loss["smoothed"] = loss.groupby("variant", sort=False)["loss"].rolling(smooth, min_periods=1).mean().droplevel(0)
-    return {"loss": loss,
+    val = pd.DataFrame(data.get("val", []), columns=["variant", "final val loss"])
+    timing = pd.DataFrame(data.get("timing", []), columns=["variant", "s / step"])
+    return {"loss": loss, "results": timing.merge(val, on="variant", how="left"),
             "grads": pd.DataFrame(data.get("grads", []), columns=["variant", "step", "layer", "norm"]),
             "resid": pd.DataFrame(data.get("resid", []), columns=["variant", "step", "layer", "norm"])}
 

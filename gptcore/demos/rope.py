@@ -33,7 +33,10 @@ def rope_score(q, k, m: int, n: int, theta: float = 10000.0) -> float:
 
 
 def absolute_positions(n_positions: int, d: int, seed: int = 1) -> torch.Tensor:
-    """A stand-in for learned absolute positions (GPT-2 style): one random vector per position."""
+    """A stand-in for learned absolute positions: one random vector per position, added to q and k.
+
+    Not GPT-2's scheme, which adds a trained table to x before the projections; like it, though, the
+    score then depends on where a pair sits and not only on its offset."""
     return torch.randn(n_positions, d, generator=torch.Generator().manual_seed(seed))
 
 
@@ -43,7 +46,7 @@ def absolute_score(q, k, m: int, n: int, table: torch.Tensor) -> float:
 
 
 def invariance_table(q, k, pairs=TUTORIAL_PAIRS, theta: float = 10000.0, seed: int = 1) -> pd.DataFrame:
-    """q·k for each (m, n) with RoPE and with added absolute position vectors."""
+    """q·k for each (m, n) with RoPE and with the stand-in absolute position vectors added."""
     table = absolute_positions(max(max(p) for p in pairs) + 1, q.shape[-1], seed)
     return pd.DataFrame([{"m": m, "n": n, "m − n": m - n, "RoPE q·k": rope_score(q, k, m, n, theta),
                           "absolute q·k": absolute_score(q, k, m, n, table)} for m, n in pairs])

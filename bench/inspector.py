@@ -1,6 +1,6 @@
 """How long the Inspect page takes for a full context window: forward pass with hooks, grid figure, JSON.
 
-    python bench/bench_inspector.py [checkpoint folder ...]
+    python -m bench.inspector [checkpoint folder ...]
 
 Without arguments it times the shipped checkpoint and the tutorial-sized model (810k parameters, random
 weights: the cost does not depend on what the weights learned). Target: under 1 s per window.
@@ -11,16 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import gptcore  # noqa: E402,F401  (before torch: sets OMP_WAIT_POLICY)
-import torch  # noqa: E402
-from gptcore import checkpoint as ckpt  # noqa: E402
-from gptcore import inspector as ins  # noqa: E402
-from gptcore import inspector_figures as figs  # noqa: E402
-from gptcore.config import GPTConfig  # noqa: E402
-from gptcore.data import CharTokenizer  # noqa: E402
-from gptcore.train import build_model  # noqa: E402
+from explorer import inspector_figures as figs
+from gptcore import checkpoint as ckpt
+from gptcore import inspector as ins
+from gptcore.config import GPTConfig
+from gptcore.data import CharTokenizer
+from gptcore.train import build_model
 
 REPEATS = 7
 
@@ -48,7 +46,7 @@ def time_once(model, tokenizer, text) -> dict[str, float]:
     return {"forward": t1 - t0, "figure": t2 - t1, "json": t3 - t2, "total": t3 - t0}
 
 
-def bench(label: str, model, tokenizer) -> float:
+def time_window(label: str, model, tokenizer) -> float:
     text = full_window_text(tokenizer, model.cfg.context)
     time_once(model, tokenizer, text)  # warm-up: first calls pay for lazy imports and allocations
     runs = [time_once(model, tokenizer, text) for _ in range(REPEATS)]
@@ -61,18 +59,19 @@ def bench(label: str, model, tokenizer) -> float:
     return median["total"]
 
 
-def main(folders: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    folders = sys.argv[1:] if argv is None else argv
     print(f"torch threads: {torch.get_num_threads()}")
     worst = 0.0
     for folder in folders or [str(ckpt.CHECKPOINT_ROOT / "shipped-tiny")]:
         loaded = ckpt.load_checkpoint(folder)
-        worst = max(worst, bench(Path(folder).name, loaded.model, loaded.tokenizer))
+        worst = max(worst, time_window(Path(folder).name, loaded.model, loaded.tokenizer))
     if not folders:
         tokenizer = tutorial_sized_tokenizer()
         model, _ = build_model(GPTConfig(vocab_size=tokenizer.vocab_size), seed=0)
-        worst = max(worst, bench("tutorial-size model", model.eval(), tokenizer))
+        worst = max(worst, time_window("tutorial-size model", model.eval(), tokenizer))
     return 0 if worst < 1 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Benchmarks of gptcore: each module measures one thing and runs on its own from the repository root.
+
+    python -m bench.step               training step against the tutorial's literal code, and its ceilings
+    python -m bench.inference          inspector forward, generation with and without the KV cache, eval cost
+    python -m bench.time_to_loss       wall time to the tutorial's final val loss, tutorial vs fast recipe
+    python -m bench.muon               gptcore's Muon against torch.optim.Muon on the fast recipe
+    python -m bench.thread_policy      a two-thread step under each OpenMP wait policy, with a CPU hog
+    python -m bench.inspector          the Inspect page's work for one full context window
+    python -m bench.corpus             the built-in story generator
+    python -m bench.training_latency   click-to-update latency of the Train page during a run (Playwright)
+
+`python -m gptcore bench NAME [flags]` runs the same (NAME as above, with - for _; step when omitted).
+See bench/README.md for the figures.
+"""
+import importlib
+
+import gptcore  # noqa: F401  (before any benchmark loads torch: it sets OMP_WAIT_POLICY)
+
+NAMES = ("step", "inference", "time-to-loss", "muon", "thread-policy", "inspector", "corpus", "training-latency")
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark argv[0] names (step when argv is empty or starts with a flag) on the rest of argv."""
+    name, rest = (argv[0], argv[1:]) if argv and not argv[0].startswith("-") else ("step", argv)
+    if name not in NAMES:
+        print(f"unknown benchmark {name!r}: choose one of {', '.join(NAMES)}")
+        return 2
+    return importlib.import_module(f"bench.{name.replace('-', '_')}").main(rest) or 0

@@ -1,0 +1,352 @@
+"""Click-to-screen latency of the Inspect page's controls, and how long every page takes to open (Playwright).
+
+    python -m bench.browser_latency                   own server: a cold start, every page, then Inspect's controls
+    python -m bench.browser_latency --train           the Inspect clicks again while a run trains in the background
+    python -m bench.browser_latency --url URL         a server that is already running (no cold start)
+    python -m bench.browser_latency --skip-pages      only the Inspect controls
+
+Latency is measured in the browser: a capture-phase listener notes performance.now() when the pointer or key
+goes down, and a check that runs on every animation frame notes when the change is on screen (the enlarged
+head's title names the new head, the query caption names the new position, the bars of the distribution
+change). Payload is the bytes of the websocket frames the server sends for that rerun (until Streamlit's
+running indicator is gone); "fragment" counts the reruns that ran only a fragment of the page, read from the
+frames themselves (ForwardMsg metadata). Pages are opened from the sidebar, as a reader does; "first screenful"
+is the new page's title on screen with the script run finished and every chart in the viewport drawn.
+Prints median / p95 / max per control and per page. Chromium at 1440 × 900 (/usr/bin/chromium).
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .common import ROOT, load_summary
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1440, "height": 900}
+MARK_INPUT = """() => {
+    for (const kind of ['pointerdown', 'keydown'])
+        document.addEventListener(kind, () => { window.__inputAt = performance.now(); }, true);
+}"""
+# The check on every frame: returns performance.now() once signature() differs from `before`.
+CHANGED = """([signature, before]) => {
+    const now = eval(signature)();
+    return now && now !== before ? performance.now() : false;
+}"""
+# Every chart visible in the viewport has been drawn by Plotly.
+CHARTS_DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+    .filter(c => { const r = c.getBoundingClientRect(); return r.top < innerHeight && r.bottom > 0 && r.height > 0; })
+    .every(c => c.querySelector('.main-svg'))"""
+HEAD_TITLE = """() => { const t = document.querySelector('.st-key-inspect-head-figure .gtitle');
+                       return t ? t.textContent : ''; }"""
+QUERY_CAPTION = """() => { const e = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+                             .find(e => e.innerText.includes('the boxed character is the query'));
+                           return e ? e.innerText : ''; }"""
+BARS = """() => { const c = document.querySelector('.st-key-inspect-predictions .js-plotly-plot');
+                 if (!c) return '';
+                 const bars = [...c.querySelectorAll('.bars .point')];
+                 return bars.length + ':' + [...c.querySelectorAll('.bars .point path')].map(p => p.getAttribute('d')).join('|'); }"""
+HEADING = "() => { const h = document.querySelector('[data-testid=\"stMain\"] h1'); return h ? h.innerText : ''; }"
+
+
+@dataclass
+class Samples:
+    ms: list[float] = field(default_factory=list)
+    payload: list[int] = field(default_factory=list)  # bytes the server sent for each rerun
+    fragment_runs: int = 0
+
+    def line(self, name: str) -> str:
+        if not self.ms:
+            return f"  {name:<34} no samples"
+        ms = sorted(self.ms)
+        p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+        kb = f"{statistics.median(self.payload) / 1e3:7.1f} kB" if self.payload else "      —"
+        return (f"  {name:<34} n={len(ms):3d}  median {statistics.median(ms):6.0f} ms  p95 {p95:6.0f} ms  "
+                f"max {ms[-1]:6.0f} ms  payload {kb}/rerun  fragment-only {self.fragment_runs}/{len(ms)}")
+
+
+class Frames:
+    """The server's websocket frames since mark(): their bytes, whether a script run ended, and its scope."""
+
+    def __init__(self, page):
+        self.mark()
+        page.on("websocket", lambda ws: ws.on("framereceived", self.received))
+
+    def received(self, payload) -> None:
+        data = payload if isinstance(payload, bytes) else payload.encode()
+        self.bytes += len(data)
+        kind, fragment = message_kind(data)
+        if kind == "new_session":
+            self.fragment |= fragment
+            self.full |= not fragment
+        elif kind == "script_finished":
+            self.finished = True
+
+    def mark(self) -> None:
+        self.bytes, self.fragment, self.full, self.finished = 0, False, False, False
+
+    def wait_finished(self, page, timeout_s: float = 120) -> None:
+        """Until a script run (or fragment run) started after mark() has ended."""
+        deadline = time.perf_counter() + timeout_s
+        while not self.finished:
+            if time.perf_counter() > deadline:
+                raise TimeoutError("no script run finished")
+            page.wait_for_timeout(10)
+
+    def take(self) -> tuple[int, bool]:
+        """(bytes since mark, whether the rerun ran fragments only)."""
+        return self.bytes, self.fragment and not self.full
+
+
+def message_kind(data: bytes) -> tuple[str | None, bool]:
+    """The ForwardMsg's type, and for a run's start whether it runs fragments only."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(data)
+    except Exception:  # noqa: BLE001 (not a ForwardMsg: nothing to learn from it)
+        return None, False
+    kind = msg.WhichOneof("type")
+    return kind, kind == "new_session" and bool(msg.metadata.run.fragment_ids)
+
+
+def timed(page, frames: Frames, act, signature: str, samples: Samples, timeout_ms: int = 60_000) -> None:
+    """Do act() and record the time from its input event to the frame where signature() changed."""
+    before = page.evaluate(signature)
+    page.evaluate("() => { window.__inputAt = null; }")
+    frames.mark()
+    act()
+    done = page.wait_for_function(CHANGED, arg=[signature, before], polling="raf", timeout=timeout_ms).json_value()
+    started = page.evaluate("() => window.__inputAt")
+    frames.wait_finished(page)
+    page.wait_for_timeout(100)  # the last frames of the rerun
+    payload, fragment_only = frames.take()
+    samples.ms.append(done - started)
+    samples.payload.append(payload)
+    samples.fragment_runs += fragment_only
+    page.wait_for_timeout(250)  # a reader's pause between clicks
+
+
+def run_to_end(page, frames: Frames, act) -> None:
+    """act(), then wait until the script run it caused has finished."""
+    frames.mark()
+    act()
+    frames.wait_finished(page)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def server():
+    """`streamlit run app.py` on a free port; yields (url, seconds from spawn to the first health answer, spawn time)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.perf_counter() - t0 > 120:
+                    raise SystemExit("streamlit did not start") from None
+                time.sleep(0.05)
+        yield url, t0
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@contextmanager
+def background_training():
+    """A CLI run on the built-in stories at nice 10 (as the app's jobs run), for as long as the block lasts."""
+    with tempfile.TemporaryDirectory(prefix="latency-train-") as tmp:
+        proc = subprocess.Popen(["nice", "-n", "10", sys.executable, "-m", "gptcore", "train", "--data", "builtin",
+                                 "--builtin-chars", "300000", "--steps", "100000", "--out", f"{tmp}/run"],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(8)  # past corpus generation and start-up: training from here on
+        try:
+            yield
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def open_from_sidebar(page, title: str) -> None:
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=title, exact=True).click()
+
+
+def page_opens(page, frames: Frames, rounds: int) -> dict[str, Samples]:
+    """Open every page from the sidebar, `rounds` times round the whole list after a first round that warms them.
+
+    Timed from just before the click (Python's clock, so Playwright's own few milliseconds count against us) to
+    the new page's title on screen, its script run finished and every chart in the viewport drawn.
+    """
+    nav = page.get_by_test_id("stSidebarNavItems")
+    nav.get_by_role("link").first.wait_for(timeout=120_000)
+    titles = [t.split("\n")[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # (after the icon)
+    results = {title: Samples() for title in titles}
+    for r in range(rounds + 1):
+        for title in titles:
+            before = page.evaluate(HEADING)
+            frames.mark()
+            t0 = time.perf_counter()
+            open_from_sidebar(page, title)
+            page.wait_for_function(f"prev => ({HEADING})() && ({HEADING})() !== prev", arg=before, polling="raf",
+                                   timeout=120_000)
+            frames.wait_finished(page)
+            page.wait_for_function(CHARTS_DRAWN, polling="raf", timeout=120_000)
+            if r > 0:
+                results[title].ms.append(1000 * (time.perf_counter() - t0))
+                results[title].payload.append(frames.take()[0])
+            page.wait_for_timeout(300)
+    return results
+
+
+def cold_start(browser) -> tuple[float, float]:
+    """Seconds from spawning `streamlit run` to the home page's title on screen, and to its first screenful."""
+    page = browser.new_page(viewport=VIEWPORT)
+    frames = Frames(page)
+    with server() as (url, spawned):
+        page.goto(url)
+        page.wait_for_function(f"() => ({HEADING})() !== ''", polling="raf", timeout=120_000)
+        titled = time.perf_counter() - spawned
+        frames.wait_finished(page)
+        page.wait_for_function(CHARTS_DRAWN, polling="raf", timeout=120_000)
+        finished = time.perf_counter() - spawned
+    page.close()
+    return titled, finished
+
+
+def inspect_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
+    """Heads, layers, query positions (keyboard and a click on the enlarged head), top-k and temperature.
+
+    Also runs against the page before this benchmark existed (one "Head to enlarge" selectbox, no clicks on the
+    heatmap, a temperature that did not change the bars): what it cannot do there it skips.
+    """
+    results = {name: Samples() for name in ("head", "layer", "query (slider, keyboard)", "query (click on heatmap)",
+                                            "top-k (slider, keyboard)", "temperature (slider, keyboard)")}
+    run_to_end(page, frames, page.get_by_role("tab", name="Attention").click)
+    page.locator(".st-key-inspect-head-figure .gtitle").wait_for(timeout=60_000)
+    if page.locator(".st-key-inspect-layer").count():
+        for control, name in (("inspect-head", "head"), ("inspect-layer", "layer")):
+            buttons = page.locator(f".st-key-{control} button")
+            for i in range(clicks):
+                timed(page, frames, buttons.nth((i + 1) % buttons.count()).click, HEAD_TITLE, results[name])
+    else:  # the earlier page: one selectbox over every head
+        for i in range(clicks):
+            layer, head = divmod(i + 1, 4)
+            timed(page, frames, lambda n=f"L{layer % 4}H{head}": pick_option(page, "Head to enlarge", n),
+                  HEAD_TITLE, results["head" if i % 2 else "layer"])
+    slider = page.locator("[class*='st-key-inspect-query'] input[type=range]")
+    for i in range(clicks):
+        slider.focus()
+        timed(page, frames, lambda i=i: slider.press("ArrowLeft" if i % 2 else "ArrowRight"), QUERY_CAPTION,
+              results["query (slider, keyboard)"])
+    if page.locator(".st-key-inspect-layer").count():  # (the earlier page had no clicks on the heatmap)
+        heatmap = page.locator(".st-key-inspect-head-figure .nsewdrag").first
+        for i in range(clicks):
+            box = heatmap.bounding_box()
+            fraction = 0.2 + 0.6 * ((i * 7) % clicks) / max(1, clicks - 1)  # rows spread over the pattern
+            timed(page, frames, lambda f=fraction: heatmap.click(position={"x": box["width"] * 0.1,
+                                                                             "y": box["height"] * f}),
+                  QUERY_CAPTION, results["query (click on heatmap)"])
+    run_to_end(page, frames, page.get_by_role("tab", name="Predictions").click)
+    page.locator(".st-key-inspect-predictions .js-plotly-plot").wait_for(timeout=60_000)
+    controls = [("top-k (slider, keyboard)", "inspect-topk")]
+    if page.get_by_text("distribution follows the temperature").count():
+        controls.append(("temperature (slider, keyboard)", "inspect-temperature"))
+    for name, key in controls:
+        slider = page.locator(f".st-key-{key} input[type=range]")
+        for i in range(clicks):
+            slider.focus()
+            timed(page, frames, lambda i=i: slider.press("ArrowLeft" if i % 2 else "ArrowRight"), BARS,
+                  results[name])
+    return results
+
+
+def pick_option(page, label: str, option: str) -> None:
+    page.get_by_label(label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def full_context_text(page, frames: Frames) -> None:
+    """Fill the text box past the model's context, so every figure is at full size (128 × 128)."""
+    box = page.get_by_role("textbox", name="Text to inspect")
+    text = box.input_value()
+    box.fill((text + " ") * 3)
+    run_to_end(page, frames, lambda: box.press("Control+Enter"))
+    page.get_by_text("only the first").first.wait_for(timeout=60_000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.browser_latency", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="a server that is already running (skips the cold start)")
+    parser.add_argument("--clicks", type=int, default=20, help="samples per Inspect control")
+    parser.add_argument("--page-rounds", type=int, default=3, help="times every page is opened (after a warm-up)")
+    parser.add_argument("--skip-pages", action="store_true", help="only the Inspect controls")
+    parser.add_argument("--train", action="store_true", help="also time the Inspect controls while a run trains")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    print(load_summary())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        if args.url is None and not args.skip_pages:
+            titled, finished = cold_start(browser)
+            print(f"cold server: home page title on screen {titled:.2f} s after `streamlit run`, "
+                  f"its first screenful (script run finished, charts drawn) at {finished:.2f} s")
+        with (server() if args.url is None else nullserver(args.url)) as (url, _):
+            page = browser.new_page(viewport=VIEWPORT)
+            page.add_init_script(f"({MARK_INPUT})()")
+            frames = Frames(page)
+            run_to_end(page, frames, lambda: page.goto(url))
+            if not args.skip_pages:
+                print("\npages opened from the sidebar on a warm server (first screenful):")
+                for title, samples in page_opens(page, frames, args.page_rounds).items():
+                    print(samples.line(title))
+            run_to_end(page, frames, lambda: open_from_sidebar(page, "Inspect"))
+            page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=120_000)
+            full_context_text(page, frames)
+            runs = [("no training", None)] + ([("while a run trains", background_training)] if args.train else [])
+            for label, context in runs:
+                with context() if context else nullcontext():
+                    print(f"\nInspect, shipped model, full context (128 characters), {label} ({load_summary()}):")
+                    for name, samples in inspect_controls(page, frames, args.clicks).items():
+                        print(samples.line(name))
+        browser.close()
+    print(load_summary())
+    return 0
+
+
+@contextmanager
+def nullcontext():
+    yield
+
+
+@contextmanager
+def nullserver(url: str):
+    yield url, None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""The Train page's New-run form: widgets generated from the config field tables, and the form's state.
+
+Each field's widget, range, step, label and help come from its `gptcore.config.Setting`. The widgets set no
+min/max of their own: a browser number input refuses a value outside them without telling Python, which then
+trains with the previous value while the field shows the new one. Here every typed value reaches Python, the
+field's own validation judges it, and Start stays off, with the reason, until every field is valid.
+
+The form lives in the URL (`bind="query-params"`): a reload, a bookmark or a shared link gives back the same
+form in that tab and only that tab. Each widget's default is the chosen preset's value, so the URL holds just the
+preset and what was changed from it. (A file on the server would be shared by every visitor of a classroom
+server; session state alone dies with a reload.)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import streamlit as st
+
+from gptcore import checkpoint as ckpt
+from gptcore import runs
+from gptcore.config import GPTConfig, Setting, TrainConfig, settings
+from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
+from gptcore.describe import count_params
+from gptcore.errors import UserError
+from gptcore.recipes import RECIPES
+from gptcore.sources import CorpusSource, tinystories_cached
+
+from . import training
+from .jobs import JobRefused
+from .ui import job_registry
+
+ss = st.session_state
+PREFIX = {GPTConfig: "tr_m_", TrainConfig: "tr_t_"}
+SOURCE_KINDS = {"builtin": "Built-in stories", "upload": "Upload a text file", "file": "A file on the server",
+                "tinystories": "TinyStories validation split (download)"}
+CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_builtin_seed": 0, "tr_path": "",
+                   "tr_max_chars": 1_000_000}
+DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
+TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
+KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
+
+
+# ---------------------------------------------------------------- state
+
+def recipe_configs(name: str | None = None) -> dict[type, object]:
+    """The preset's model and training configs, with the app's sample/checkpoint/snapshot intervals."""
+    recipe = RECIPES[name or ss.tr_recipe]
+    return {GPTConfig: recipe.model, TrainConfig: runs.watch_defaults(recipe.train)}
+
+
+def widget_settings(cls) -> list[Setting]:
+    return [s for s in settings(cls).values() if s.widget]
+
+
+def apply_recipe() -> None:
+    for cls, config in recipe_configs().items():
+        for s in widget_settings(cls):
+            ss[PREFIX[cls] + s.name] = getattr(config, s.name)
+    ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=job_registry().live())
+
+
+def init_form() -> None:
+    """A new session starts from the preset in the URL (the fields' own parameters then override it)."""
+    if "tr_recipe" not in ss:
+        ss.tr_recipe = st.query_params.get("tr_recipe") if st.query_params.get("tr_recipe") in RECIPES \
+            else DEFAULT_RECIPE
+        apply_recipe()
+    for key, value in CORPUS_DEFAULTS.items():
+        ss.setdefault(key, value)
+
+
+def shown(s: Setting, cls) -> bool:
+    """Is the field relevant under the form's other choices (warmup only with the cosine schedule, …)?"""
+    return s.only_with is None or ss.get(PREFIX[cls] + s.only_with[0]) == s.only_with[1]
+
+
+def values(cls) -> dict:
+    """The config's fields as the form shows them; hidden and non-widget fields keep the preset's values."""
+    preset = recipe_configs()[cls]
+    return {**preset.to_dict(), **{s.name: ss.get(PREFIX[cls] + s.name, getattr(preset, s.name))
+                                   for s in widget_settings(cls) if shown(s, cls)}}
+
+
+def problems(cls) -> dict[str, str]:
+    """{label: message} of the shown fields whose value is not allowed."""
+    found = {}
+    for s in widget_settings(cls):
+        if shown(s, cls) and (message := s.problem(ss.get(PREFIX[cls] + s.name))) is not None:
+            found[s.label] = message
+    return found
+
+
+def model_config(vocab_size: int) -> GPTConfig:
+    return GPTConfig.from_dict({**values(GPTConfig), "vocab_size": vocab_size})
+
+
+def train_config() -> TrainConfig:
+    return TrainConfig.from_dict(values(TrainConfig))
+
+
+# ---------------------------------------------------------------- widgets
+
+def field_help(s: Setting) -> str:
+    return f"{s.help}\n\nAllowed: {s.range_text()}."
+
+
+def field_widget(container, s: Setting, key: str, default) -> None:
+    """The widget of one field: a toggle, a selectbox of its choices, or a number input with its step."""
+    common = dict(key=key, help=field_help(s), **KEEP)
+    if s.kind is bool:
+        container.toggle(s.label, value=default, **common)
+    elif s.choices:
+        container.selectbox(s.label, list(s.choices), index=list(s.choices).index(default),
+                            format_func=lambda v, names=s.choices: names.get(v, v), **common)
+    else:
+        container.number_input(s.label, value=default, step=s.step, format="%g" if s.kind is float else None,
+                               **common)
+
+
+def field_inputs(cls, columns) -> dict[str, str]:
+    """Every widget field of cls, alternating between two columns, its problem (if any) under it.
+
+    A field that does not apply now (warmup with a constant schedule) leaves its slot empty, so no other field
+    changes column. Returns {label: message} of the invalid ones.
+    """
+    preset, found = recipe_configs()[cls], {}
+    for i, s in enumerate(widget_settings(cls)):
+        if not shown(s, cls):
+            continue
+        column, key = columns[i % 2], PREFIX[cls] + s.name
+        field_widget(column, s, key, getattr(preset, s.name))
+        if (message := s.problem(ss.get(key))) is not None:
+            column.error(message)
+            found[s.label] = message
+    return found
+
+
+# ---------------------------------------------------------------- corpus
+
+def current_source() -> CorpusSource:
+    kind, max_chars = ss.tr_source, ss.tr_max_chars or None
+    upload = ss.get("tr_upload")
+    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed, path=ss.tr_path.strip(),
+                        name=upload.name if upload else "", max_chars=None if kind == "builtin" else max_chars)
+
+
+def file_stamp(source: CorpusSource):
+    """Changes when the file changes, so the corpus cache never serves stale text."""
+    path = Path(source.path)
+    return (path.stat().st_mtime, path.stat().st_size) if source.kind == "file" and path.is_file() else None
+
+
+@st.cache_data(max_entries=4, show_spinner="Preparing the corpus…")
+def cached_corpus(source: CorpusSource, upload: bytes | None, stamp):
+    corpus = source.load(upload)
+    return corpus, CharTokenizer.from_text(corpus.text)
+
+
+def corpus_for(source: CorpusSource, upload_key: str = "tr_upload"):
+    """(corpus, tokenizer) of a source; CorpusError when it cannot be read."""
+    if source.max_chars is not None and source.max_chars < 1:
+        raise CorpusError(f"the number of characters to use must be 0 (all of them) or more, got {source.max_chars:,}")
+    if source.kind == "tinystories" and not tinystories_cached():
+        raise CorpusError("download the TinyStories validation split first (button above)")
+    upload = ss.get(upload_key)
+    return cached_corpus(source, upload.getvalue() if upload and source.kind == "upload" else None,
+                         file_stamp(source))
+
+
+def corpus_context() -> str:
+    """Identifies the corpus choice, so an error about one corpus is not shown under another."""
+    upload = ss.get("tr_upload")
+    return repr((current_source(), upload.file_id if upload else None))
+
+
+def corpus_problem(corpus, tokenizer: CharTokenizer) -> str | None:
+    """What makes a readable corpus untrainable with the form's context, said before anyone presses Start."""
+    if tokenizer.vocab_size < 2:
+        return f"the corpus uses a single character ({tokenizer.chars[0]!r}): there is nothing to predict"
+    context = ss.get("tr_m_context")
+    if settings(GPTConfig)["context"].problem(context) is None:
+        try:
+            check_trainable(len(corpus.text), context)
+        except CorpusError as e:
+            return str(e)
+    return None
+
+
+def corpus_inputs():
+    """Corpus widgets; the corpus's tokenizer, or None (with the reason shown) when it cannot be trained on."""
+    st.radio("Source", list(SOURCE_KINDS), format_func=SOURCE_KINDS.get, key="tr_source", **KEEP)
+    kind = ss.tr_source
+    if kind == "builtin":
+        a, b = st.columns([3, 2])
+        a.number_input("Characters", value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
+                       key="tr_builtin_chars", **KEEP)
+        b.number_input("Story seed", value=0, step=1, key="tr_builtin_seed", **KEEP)
+    elif kind == "upload":
+        st.file_uploader("UTF-8 text file", type=["txt", "md", "text"], key="tr_upload")
+    elif kind == "file":
+        st.text_input("Path on the server", value="", key="tr_path", placeholder="/path/to/stories.txt", **KEEP)
+    else:
+        download_tinystories()
+    if kind != "builtin":
+        st.number_input("Use the first N characters (0 = all)", value=CORPUS_DEFAULTS["tr_max_chars"],
+                        step=100_000, key="tr_max_chars", help="The tutorial trains on the first 1,000,000 characters.",
+                        **KEEP)
+    if kind == "upload" and ss.get("tr_upload") is None:
+        st.info("Choose a UTF-8 text file to train on.")  # nothing went wrong yet
+        return None
+    try:
+        corpus, tokenizer = corpus_for(current_source())
+    except CorpusError as e:
+        st.error(str(e))
+        return None
+    st.caption(f"{len(corpus.text):,} characters · {tokenizer.vocab_size:,} distinct · 90% train / 10% validation")
+    if problem := corpus_problem(corpus, tokenizer):
+        st.error(problem)
+        return None
+    return tokenizer
+
+
+def download_tinystories() -> None:
+    if tinystories_cached():
+        st.caption("TinyStories' validation split is downloaded.")
+        return
+    st.caption(f"Fetched once from Hugging Face (needs internet access) into `{DOWNLOAD_CACHE}`.")
+    if st.button("Download", key="tr_download"):
+        bar = st.progress(0.0, text="connecting…")
+
+        def progress(done: int, total: int | None):
+            bar.progress(min(1.0, done / total) if total else 0.0, text=f"{done / 1e6:.1f} MB")
+
+        try:
+            CorpusSource("tinystories").load(progress=progress)
+            bar.progress(1.0, text="done")
+        except CorpusError as e:
+            st.error(str(e))
+
+
+# ---------------------------------------------------------------- what the numbers mean
+
+def params_note(cfg: GPTConfig) -> list[str]:
+    """Sentences on where the parameters are: the character tables grow with the vocabulary, 2·d_model each."""
+    total, d, vocab = count_params(cfg), cfg.d_model, cfg.vocab_size
+    tables = 2 * d * vocab
+    notes = [f"The embedding and the output head hold d_model = {d} numbers per character each, {2 * d} per "
+             f"character in all: {tables:,} of the {total:,} ({tables / total:.0%}) for these {vocab:,} characters."]
+    if tables > total / 2:
+        notes.append(f"Most of this model is its two character tables: a text with thousands of distinct "
+                     f"characters (Chinese, say) pays {2 * d} parameters for each, whatever the layers hold.")
+    if vocab != TUTORIAL.vocab_size and replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
+        extra = vocab - TUTORIAL.vocab_size
+        more = "more" if extra > 0 else "fewer"
+        notes.append(f"The tutorial's {count_params(TUTORIAL):,} are at the {TUTORIAL.vocab_size} characters of "
+                     f"its TinyStories copy: {abs(extra):,} {more} characters here, {abs(extra) * 2 * d:,} {more} "
+                     f"parameters.")
+    return notes
+
+
+def name_problem(name: str) -> str | None:
+    """Why a new run cannot be saved under `name`; None when it can."""
+    try:
+        folder = ckpt.checkpoint_dir(name)
+    except ckpt.CheckpointError as e:
+        return str(e)
+    if folder.name in job_registry().live() or (folder / "model.safetensors").exists():
+        return f"a run named '{folder.name}' already exists: choose another name"
+    return None
+
+
+def start_blockers(tokenizer, model_problem, train_invalid) -> list[str]:
+    """Every reason Start is off now, in words."""
+    reasons = []
+    if (job := job_registry().active()) is not None:
+        reasons.append(f"**{job.state.name}** is {job.state.status}: one run trains at a time, so Start waits "
+                       "until it ends (or is stopped above).")
+    if tokenizer is None:
+        reasons.append("Choose a corpus that can be trained on (see Corpus).")
+    if model_problem:
+        reasons.append(f"Model: {model_problem}.")
+    if train_invalid:
+        reasons.append(f"Training: fix {', '.join(f'**{label}**' for label in train_invalid)}.")
+    if problem := name_problem(ss.tr_name):
+        reasons.append(f"Run name: {problem}.")
+    return reasons
+
+
+# ---------------------------------------------------------------- actions (widget callbacks)
+
+def start_new_run() -> None:
+    registry = job_registry()
+    ss.tr_feedback = None
+    try:
+        training.refuse_if_busy(registry)
+        out_dir = runs.new_run_dir(ss.tr_name)
+        source = current_source()
+        corpus, tokenizer = corpus_for(source)
+        trainer = runs.RunTrainer(model_config(tokenizer.vocab_size), train_config(), corpus, source, out_dir)
+        training.start_run(registry, trainer)
+        ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
+    except UserError as e:
+        ss.tr_feedback = (str(e), corpus_context(), isinstance(e, JobRefused))
+
+
+def fresh(run: runs.RunInfo) -> runs.RunInfo:
+    """The run as it is now (a job may have started or ended since the page drew its buttons)."""
+    return runs.read_run(run.path, live=job_registry().live(training.JOB_KIND))
+
+
+def run_action(action):
+    """A runs-tab callback whose user error is kept with the run it is about (see run_feedback)."""
+    def callback(run: runs.RunInfo) -> None:
+        ss.tr_runs_feedback = None
+        try:
+            action(run)
+        except UserError as e:
+            ss.tr_runs_feedback = (str(e), run.name)
+    return callback
+
+
+def run_feedback(run: runs.RunInfo) -> str | None:
+    """The last action's error, only while the run it was about is the one shown."""
+    message, name = ss.get("tr_runs_feedback") or (None, None)
+    return message if name == run.name else None
+
+
+@run_action
+def continue_run(run: runs.RunInfo) -> None:
+    registry = job_registry()
+    training.refuse_if_busy(registry)
+    run = fresh(run)
+    tc = runs.resume_config(run, ss[f"tr_until_{run.name}"])
+    source = run.source
+    if source is None or not source.reloadable:
+        upload, max_chars = ss.get("tr_cont_upload"), ss.tr_cont_max_chars or None
+        source = CorpusSource("upload", name=upload.name, max_chars=max_chars) if upload else \
+            CorpusSource("file", path=ss.tr_cont_path.strip(), max_chars=max_chars)
+    corpus, _ = corpus_for(source, upload_key="tr_cont_upload")
+    training.start_run(registry, runs.RunTrainer(None, tc, corpus, source, run.path, resume_from=run.path))
+
+
+@run_action
+def rename_run(run: runs.RunInfo) -> None:
+    ss.tr_manage = training.rename_run(fresh(run), ss[f"tr_new_name_{run.name}"], job_registry()).name
+
+
+@run_action
+def delete_run(run: runs.RunInfo) -> None:
+    ss.tr_delete_sure = False
+    runs.delete_run(fresh(run))
+    ss.pop("tr_manage", None)

@@ -1,0 +1,21 @@
+"""The model shipped with the repository, as the concept pages use it: loaded once per server and file version."""
+from __future__ import annotations
+
+import streamlit as st
+
+from gptcore import checkpoint as ckpt
+from gptcore.runs import SHIPPED
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the shipped model…")
+def _load(folder: str, mtime: float) -> ckpt.Checkpoint:
+    return ckpt.load_checkpoint(folder)
+
+
+def shipped_checkpoint() -> ckpt.Checkpoint | None:
+    """The shipped checkpoint, or None when its folder is missing (a CheckpointError when it is unreadable)."""
+    folder = ckpt.checkpoint_dir(SHIPPED)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        return None
+    return _load(str(folder), weights.stat().st_mtime)

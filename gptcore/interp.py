@@ -1,0 +1,766 @@
+"""Inside one prediction: a position's forward pass stage by stage, and four ways to ask what the model relies on.
+
+- `trace` lays out every intermediate tensor of one position (token id → … → next-token distribution) with a
+  one-sentence description and the gptcore source line that computed it.
+- `logit_lens` reads the residual stream after the embedding and after each block through the final norm and
+  the head, as if the model stopped there.
+- `logit_attribution` splits one logit into what the embedding, each head and each FFN wrote into the stream.
+- `ablate` / `ablation_sweep` switch heads and FFNs off; `patch` and the `patch_*` sweeps copy activations from a
+  clean prompt into a corrupted one and measure how much of the clean answer comes back.
+
+Everything is read or changed through the model's hook points (gptcore.model.HookPoint); the model itself is
+never special-cased. Pure torch and pandas: no streamlit, no plotly.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from .errors import InputError, UserError
+from .inspector import MODEL_LOCK
+from .model import GPT, Attention, Block, FeedForward, RMSNorm, RMSNormFunction, apply_rope, sample_next
+from .tokenizer import Tokenizer
+
+Progress = Callable[[int, int], None]  # (done, total)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- running the model with every hook point observed ------------------------------------------------------------
+
+@dataclass
+class Capture:
+    """One forward pass over one sequence with every hook point's activation (batch dimension dropped)."""
+    ids: torch.Tensor  # (T,)
+    logits: torch.Tensor  # (T, V)
+    acts: dict[str, torch.Tensor]
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.acts[name]
+
+
+def as_ids(ids) -> torch.Tensor:
+    ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+    if ids.numel() == 0:
+        raise InputError("the text has no token the model knows")
+    return ids
+
+
+def check_length(model: GPT, ids: torch.Tensor) -> None:
+    if len(ids) > model.cfg.context:
+        raise InputError(f"the text is {len(ids)} tokens long; the model's context is {model.cfg.context}")
+
+
+@torch.no_grad()
+def capture(model: GPT, ids) -> Capture:
+    """Forward pass over ids (T,) observing every hook point."""
+    ids = as_ids(ids)
+    check_length(model, ids)
+    with MODEL_LOCK:  # hooks live on the (possibly shared) model object: one hooked pass at a time
+        logits, acts = model.run_with_cache(ids[None], list(model.hook_points()))
+    return Capture(ids, logits[0], {name: a[0] for name, a in acts.items()})
+
+
+@torch.no_grad()
+def run_hooked(model: GPT, ids: torch.Tensor, edits: dict[str, Callable[[torch.Tensor], torch.Tensor]]) -> torch.Tensor:
+    """Logits (B, T, V) of ids (B, T) with each named hook point's activation replaced by edits[name](activation)."""
+    with MODEL_LOCK, model.hooks(list(edits), lambda name, act: edits[name](act)):
+        logits, _ = model(ids)
+    return logits
+
+
+# --- where a stage was computed ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SourceLine:
+    path: str  # relative to the project root
+    line: int
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@cache
+def source_line(function, anchor: str) -> SourceLine:
+    """The first line of function's source that contains anchor, with its file and line number.
+
+    Looked up with inspect at run time, so the line shown is always the line that runs; a missing anchor is a
+    bug here (the model was edited), caught by the tests.
+    """
+    lines, start = inspect.getsourcelines(function)
+    for offset, text in enumerate(lines):
+        if anchor in text:
+            path = Path(inspect.getsourcefile(function)).resolve()
+            shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
+            return SourceLine(shown.as_posix(), start + offset, text.strip())
+    raise LookupError(f"no line of {function.__qualname__} contains {anchor!r}")
+
+
+# --- the trace ----------------------------------------------------------------------------------------------------
+
+# One sentence per kind of stage, for a person. Keys are stable, so a page may show a translation instead.
+DESCRIPTIONS = {
+    "token": "The text is cut into tokens, and this position's token becomes one integer: its row number in the "
+             "vocabulary. That integer is all the model receives.",
+    "embed": "The token id picks one row of the embedding table: a vector of d_model learned numbers that starts "
+             "the residual stream for this position.",
+    "pos_embed": "A second learned row, chosen by the position instead of the token, is added so the model knows "
+                 "where in the text it is.",
+    "norm": "RMSNorm divides the vector by its root-mean-square, so its scale no longer matters, then multiplies "
+            "each channel by a learned gain γ.",
+    "layernorm": "LayerNorm subtracts the vector's mean, divides by its standard deviation, then applies a learned "
+                 "gain γ and shift β to each channel.",
+    "qkv": "One matrix multiplication turns the normed vector into a query (what this position looks for), a key "
+           "(what it offers to later positions) and a value (what it hands over), split into heads.",
+    "rope": "RoPE turns each pair of channels of q and k by an angle proportional to the position, so q·k ends up "
+            "depending on how far apart two tokens are; v is not rotated.",
+    "scores": "Each head compares this query with the key of every position up to this one: q·k divided by "
+              "√d_head. Later positions are masked to −∞, so the model cannot peek ahead.",
+    "pattern": "Softmax turns each head's scores into weights that are positive and sum to 1: how much of each "
+               "earlier token's value this position takes.",
+    "z": "Each head adds up the value vectors of the earlier tokens, each scaled by its weight: what that head "
+         "brings back from the context.",
+    "result": "W_O maps every head's d_head numbers back into the d_model-wide stream; each head's share is "
+              "shown separately, and their sum is the attention output.",
+    "resid_attn": "The attention output is added to the residual stream; the stream itself is never overwritten, "
+                  "only added to.",
+    "resid_attn_post": "The attention output is added to the stream, and the sum itself is normed (post-norm).",
+    "ffn_pre": "The FFN widens the normed vector from d_model to d_ff channels with w1.",
+    "ffn_act": "The activation function bends each of those channels: SiLU lets positive values through, squashes "
+               "negative ones towards a small dip below zero.",
+    "ffn_gate": "A second projection, w3, gives a linear gate for each hidden channel.",
+    "ffn_hidden": "The activated w1 channels are multiplied channel by channel with the gate: SwiGLU's product.",
+    "ffn_hidden_plain": "The activated channels are what the FFN passes on to w2.",
+    "ffn_out": "w2 projects the d_ff hidden channels back down to d_model: the FFN's contribution for this "
+               "position, computed from this position alone.",
+    "resid_ffn": "The FFN's output is added to the residual stream, which then enters the next block.",
+    "resid_ffn_post": "The FFN's output is added to the stream, and the sum itself is normed (post-norm).",
+    "final_norm": "One last norm puts the residual stream, which grew block after block, back on a common scale "
+                  "before it is read out.",
+    "logits": "The head multiplies the vector with one row per vocabulary entry: a score (logit) for every "
+              "possible next token.",
+    "probs": "Dividing the logits by the temperature and applying softmax (after keeping only the top k, if set) "
+             "gives the probability of each next token.",
+    "next": "The next token is drawn from that distribution; at temperature 0 it is simply the most likely one.",
+}
+
+
+@dataclass
+class Stage:
+    key: str  # unique within a trace, e.g. "L1.scores"
+    name: str  # short title
+    group: str  # the part of the model: "input", "layer 0 · attention", "layer 0 · FFN", "output"
+    kind: str  # what sort of tensor it is, which decides how a page draws it
+    value: torch.Tensor  # the stage's tensor for the traced position
+    description: str  # a key of DESCRIPTIONS
+    sources: list[SourceLine]
+    layer: int | None = None
+    hook: str | None = None  # the hook point the value was read at
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)  # the step's inputs, for drawing it
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    @property
+    def text(self) -> str:
+        return DESCRIPTIONS[self.description]
+
+
+@dataclass
+class Trace:
+    ids: torch.Tensor  # (T,)
+    position: int
+    stages: list[Stage]
+    logits: torch.Tensor  # (V,) the model's own logits at position
+    probs: torch.Tensor  # (V,) after temperature and top-k
+
+    def index(self, key: str) -> int:
+        return next(i for i, s in enumerate(self.stages) if s.key == key)
+
+    def __getitem__(self, key: str) -> Stage:
+        return self.stages[self.index(key)]
+
+
+def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The distribution GPT.stream samples from: softmax(logits / temperature) over the top k (all if None);
+    temperature 0 puts everything on the most likely token."""
+    logits = logits.float()
+    scaled = logits / temperature if temperature else None
+    if scaled is None or not torch.isfinite(scaled).all():
+        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(scaled, top_k).values[..., -1, None]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return scaled.softmax(-1)
+
+
+def _norm_stage(model: GPT, norm, x: torch.Tensor, out: torch.Tensor, **stage) -> Stage:
+    """A norm's stage: its input vector, the scale it divides by and its gain, for drawing the step."""
+    parts = {"input": x, "gain": norm.weight.detach()}
+    if isinstance(norm, RMSNorm):
+        parts["rms"] = x.square().mean().add(norm.eps).sqrt()
+        sources = [*stage.pop("sources"), source_line(RMSNormFunction.forward, "inv_rms = torch.rsqrt")]
+        return Stage(kind="norm", description="norm", value=out, parts=parts, sources=sources, **stage)
+    parts["rms"] = x.var(unbiased=False).add(norm.eps).sqrt()
+    return Stage(kind="norm", description="layernorm", value=out, parts=parts, **stage)
+
+
+def _block_stages(model: GPT, cap: Capture, layer: int, pos: int) -> list[Stage]:
+    """The stages of one block at position pos, in the order the block computes them."""
+    cfg, block = model.cfg, model.blocks[layer]
+    p = f"blocks.{layer}."
+    a = cap.acts
+    pre = cfg.norm_placement == "pre"
+    att, ffn = f"layer {layer} · attention", f"layer {layer} · FFN"
+    keys = slice(0, pos + 1)  # the positions this query can see
+
+    def stage(key, name, group, kind, hook, value, description, sources, **parts):
+        return Stage(f"L{layer}.{key}", name, group, kind, value, description, sources, layer, hook, parts)
+
+    def fwd(anchor):
+        return [source_line(Block.forward, anchor)]
+
+    stages = []
+    resid = a[p + "hook_resid_pre"][pos]
+    if pre:
+        stages.append(_norm_stage(model, block.ln1, resid, a[p + "hook_ln1_out"][pos], key=f"L{layer}.ln1",
+                                  name="norm before attention", group=att, layer=layer, hook=p + "hook_ln1_out",
+                                  sources=fwd("self.ln1(x)")))
+    stages.append(stage("qkv", "q, k, v per head", att, "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos],
+                        "qkv", [source_line(Attention.forward, "self.qkv(x)")],
+                        k=a[p + "attn.hook_k"][pos], v=a[p + "attn.hook_v"][pos]))
+    if cfg.position == "rope":
+        stages.append(stage("rope", "RoPE rotation of q and k", att, "rope", p + "attn.hook_rot_q",
+                            a[p + "attn.hook_rot_q"][pos], "rope",
+                            [source_line(Attention.forward, "apply_rope(qk"),
+                             source_line(apply_rope, "pairs * torch.complex")],
+                            q=a[p + "attn.hook_q"][pos], k=a[p + "attn.hook_k"][pos],
+                            rot_k=a[p + "attn.hook_rot_k"][pos]))
+    stages.append(stage("scores", "scores q·k/√d_head, causal mask", att, "attention", p + "attn.hook_scores",
+                        a[p + "attn.hook_scores"][:, pos, keys], "scores",
+                        [source_line(Attention._explicit, "scores = (q @ k"),
+                         source_line(Attention._explicit, "masked_fill")],
+                        keys_rot=a[p + ("attn.hook_rot_k" if cfg.position == "rope" else "attn.hook_k")][keys]))
+    stages.append(stage("pattern", "softmax → attention weights", att, "attention", p + "attn.hook_pattern",
+                        a[p + "attn.hook_pattern"][:, pos, keys], "pattern",
+                        [source_line(Attention._explicit, "softmax(-1)")]))
+    stages.append(stage("z", "weighted sum of values", att, "heads", p + "attn.hook_z", a[p + "attn.hook_z"][pos],
+                        "z", [source_line(Attention._explicit, "softmax(-1)")],
+                        v=a[p + "attn.hook_v"][keys], pattern=a[p + "attn.hook_pattern"][:, pos, keys]))
+    stages.append(stage("result", "W_O: each head's output", att, "result", p + "attn.hook_result",
+                        a[p + "attn.hook_result"][pos], "result",
+                        [source_line(Attention._per_head, "einsum"), source_line(Attention.forward, "self.proj(")],
+                        total=a[p + "hook_attn_out"][pos]))
+    if pre:
+        stages.append(stage("resid_mid", "residual add (attention)", att, "residual", p + "hook_resid_mid",
+                            a[p + "hook_resid_mid"][pos], "resid_attn", fwd("x + attn_out"),
+                            before=resid, added=a[p + "hook_attn_out"][pos]))
+        mid = a[p + "hook_resid_mid"][pos]
+        stages.append(_norm_stage(model, block.ln2, mid, a[p + "hook_ln2_out"][pos], key=f"L{layer}.ln2",
+                                  name="norm before the FFN", group=ffn, layer=layer, hook=p + "hook_ln2_out",
+                                  sources=fwd("self.ln2(x)")))
+    else:
+        summed = resid + a[p + "hook_attn_out"][pos]
+        stages.append(_norm_stage(model, block.ln1, summed, a[p + "hook_resid_mid"][pos], key=f"L{layer}.resid_mid",
+                                  name="residual add (attention), then norm", group=att, layer=layer,
+                                  hook=p + "hook_resid_mid", sources=fwd("self.ln1(x + ")))
+        stages[-1].description = "resid_attn_post"
+        mid = a[p + "hook_resid_mid"][pos]
+    f = FeedForward.forward
+    stages.append(stage("ffn_pre", "w1: widen to d_ff", ffn, "vector", p + "ffn.hook_pre", a[p + "ffn.hook_pre"][pos],
+                        "ffn_pre", [source_line(f, "self.w1(x)")]))
+    act_name = {"swiglu": "SiLU", "relu": "ReLU", "gelu": "GELU"}[cfg.ffn]
+    stages.append(stage("ffn_act", act_name, ffn, "activation", p + "ffn.hook_act", a[p + "ffn.hook_act"][pos],
+                        "ffn_act", [source_line(f, "self.act(")], input=a[p + "ffn.hook_pre"][pos]))
+    if cfg.ffn == "swiglu":
+        stages.append(stage("ffn_gate", "gate w3", ffn, "vector", p + "ffn.hook_gate", a[p + "ffn.hook_gate"][pos],
+                            "ffn_gate", [source_line(f, "self.w3(x)")]))
+        stages.append(stage("ffn_hidden", "SiLU(w1 x) ⊙ w3 x", ffn, "product", p + "ffn.hook_hidden",
+                            a[p + "ffn.hook_hidden"][pos], "ffn_hidden", [source_line(f, "h = h * ")],
+                            act=a[p + "ffn.hook_act"][pos], gate=a[p + "ffn.hook_gate"][pos]))
+    stages.append(stage("ffn_out", "w2: back to d_model", ffn, "vector", p + "hook_ffn_out",
+                        a[p + "hook_ffn_out"][pos], "ffn_out", [source_line(f, "self.w2(")]))
+    if pre:
+        stages.append(stage("resid_post", "residual add (FFN)", ffn, "residual", p + "hook_resid_post",
+                            a[p + "hook_resid_post"][pos], "resid_ffn", fwd("x + ffn_out"),
+                            before=mid, added=a[p + "hook_ffn_out"][pos]))
+    else:
+        stages.append(_norm_stage(model, block.ln2, mid + a[p + "hook_ffn_out"][pos], a[p + "hook_resid_post"][pos],
+                                  key=f"L{layer}.resid_post", name="residual add (FFN), then norm", group=ffn,
+                                  layer=layer, hook=p + "hook_resid_post", sources=fwd("self.ln2(x + ")))
+        stages[-1].description = "resid_ffn_post"
+    return stages
+
+
+def trace(model: GPT, ids, position: int, cap: Capture | None = None, tokenizer: Tokenizer | None = None,
+          temperature: float = 1.0, top_k: int | None = None) -> Trace:
+    """Every stage of the forward pass at `position` of ids (T,), read from the model's hook points.
+
+    Pass the Capture of ids to reuse one forward pass for many positions (it is all a trace reads).
+    """
+    ids = as_ids(ids)
+    if not 0 <= position < len(ids):
+        raise InputError(f"position must be between 0 and {len(ids) - 1}, got {position}")
+    cap = capture(model, ids) if cap is None else cap
+    a, cfg, pos = cap.acts, model.cfg, position
+    fwd = GPT.forward
+    encode = type(tokenizer).encode if tokenizer is not None else None
+    token_source = [source_line(encode, "return")] if encode is not None and encode is not Tokenizer.encode else []
+    stages = [
+        Stage("token", "token id", "input", "token", ids[pos], "token", token_source),
+        Stage("embed", "embedding row", "input", "vector", a["hook_embed"][pos], "embed",
+              [source_line(fwd, "self.emb(idx)")], hook="hook_embed"),
+    ]
+    if cfg.position == "learned":
+        stages.append(Stage("pos_embed", "+ position row", "input", "residual", a["blocks.0.hook_resid_pre"][pos],
+                            "pos_embed", [source_line(fwd, "self.pos_emb(")], hook="hook_pos_embed",
+                            parts={"before": a["hook_embed"][pos], "added": a["hook_pos_embed"][pos]}))
+    for layer in range(cfg.n_layer):
+        stages += _block_stages(model, cap, layer, pos)
+    final = a[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][pos]
+    if cfg.norm_placement == "pre":
+        stages.append(_norm_stage(model, model.ln_f, final, a["hook_ln_f_out"][pos], key="ln_f", name="final norm",
+                                  group="output", hook="hook_ln_f_out", sources=[source_line(fwd, "self.ln_f(x)")]))
+        stages[-1].description = "final_norm" if isinstance(model.ln_f, RMSNorm) else "layernorm"
+    logits = cap.logits[pos]
+    probs = sampling_distribution(logits, temperature, top_k)
+    stages += [
+        Stage("logits", "logits", "output", "logits", logits, "logits", [source_line(fwd, "self.head(")]),
+        Stage("probs", f"probabilities (temperature {temperature:g}" + (f", top-k {top_k})" if top_k else ")"),
+              "output", "probs", probs, "probs", [source_line(sample_next, "scaled = logits / temperature"),
+                                                  source_line(sample_next, "softmax(-1)")]),
+        Stage("next", "next token", "output", "next", probs.argmax(), "next",
+              [source_line(sample_next, "torch.multinomial"), source_line(sample_next, "argmax")],
+              parts={"probs": probs}),
+    ]
+    return Trace(ids, pos, stages, logits, probs)
+
+
+def rebuild_logits(model: GPT, tr: Trace) -> torch.Tensor:
+    """The logits at the traced position recomputed from the traced values alone (pre-norm models).
+
+    The residual stream is the embedding plus every head's output after W_O plus every FFN's output; the final
+    norm and the head then give the logits. A test holds this against the model's own logits.
+    """
+    resid = tr["embed"].value.clone()
+    if "pos_embed" in {s.key for s in tr.stages}:
+        resid = tr["pos_embed"].value.clone()
+    for layer in range(model.cfg.n_layer):
+        resid += tr[f"L{layer}.result"].value.sum(0) + tr[f"L{layer}.ffn_out"].value
+    with torch.no_grad():
+        return model.head(model.ln_f(resid))
+
+
+# --- logit lens ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class LogitLens:
+    rows: list[str]  # "embedding", "block 0", …
+    probs: torch.Tensor  # (rows, T, V)
+    ids: torch.Tensor  # (T,)
+
+    def true_next(self) -> torch.Tensor:
+        """(rows, T-1): probability each row gives to the token that really comes next."""
+        nxt = self.ids[1:]
+        return self.probs[:, :-1].gather(-1, nxt.expand(len(self.rows), -1)[..., None])[..., 0]
+
+    def top(self, k: int = 1) -> torch.return_types.topk:
+        return self.probs.topk(k, dim=-1)
+
+
+def residual_rows(model: GPT) -> list[tuple[str, str]]:
+    """(label, hook name) of the residual stream after the embedding and after each block."""
+    return [("embedding", "blocks.0.hook_resid_pre")] + [
+        (f"block {i}", f"blocks.{i}.hook_resid_post") for i in range(model.cfg.n_layer)]
+
+
+@torch.no_grad()
+def logit_lens(model: GPT, cap: Capture) -> LogitLens:
+    """Each residual row through the final norm and the head: what the model would predict if it stopped there.
+
+    The last row is the model's real output.
+    """
+    rows = residual_rows(model)
+    stream = torch.stack([cap[hook] for _, hook in rows])  # (rows, T, d_model)
+    return LogitLens([label for label, _ in rows], model.head(model.ln_f(stream)).softmax(-1), cap.ids)
+
+
+# --- direct logit attribution ---------------------------------------------------------------------------------------
+
+def head_label(layer: int, head: int) -> str:
+    return f"L{layer}H{head}"
+
+
+def ffn_label(layer: int) -> str:
+    return f"L{layer} FFN"
+
+
+@dataclass
+class Attribution:
+    parts: pd.DataFrame  # component, kind ("embedding", "head", "FFN", "norm"), layer, head, logit
+    logit: float  # the model's logit of target at position
+    target: int
+    position: int
+    scale: float  # the final norm's 1/rms (or 1/std), frozen
+
+    @property
+    def total(self) -> float:
+        return float(self.parts["logit"].sum())
+
+
+@torch.no_grad()
+def logit_attribution(model: GPT, cap: Capture, position: int, target: int) -> Attribution:
+    """How much each component's direct write into the residual stream adds to the logit of `target`.
+
+    The final norm's scale is frozen at its value for this position (as is standard), which makes the readout
+    linear: component c adds scale · (γ ⊙ c) · W_U[target]. A LayerNorm also removes the stream's mean and adds
+    β; that is the "final norm" row. Together the rows add up to the logit.
+    """
+    cfg = model.cfg
+    if cfg.norm_placement != "pre":
+        raise UserError("direct logit attribution needs a pre-norm model: in a post-norm model every block "
+                        "renormalises the stream, so it is not a sum of the components' outputs")
+    if not 0 <= position < len(cap.ids):
+        raise InputError(f"position must be between 0 and {len(cap.ids) - 1}, got {position}")
+    final = cap[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][position].double()
+    norm = model.ln_f
+    gain = norm.weight.double()
+    direction = gain * model.head.weight[target].double()  # what the frozen readout multiplies c with
+    if isinstance(norm, RMSNorm):
+        scale = torch.rsqrt(final.square().mean() + norm.eps)
+    else:
+        scale = torch.rsqrt(final.var(unbiased=False) + norm.eps)
+    rows = [("embedding", "embedding", None, None, cap["hook_embed"][position])]
+    if cfg.position == "learned":
+        rows.append(("positions", "embedding", None, None, cap["hook_pos_embed"][position]))
+    for layer in range(cfg.n_layer):
+        result = cap[f"blocks.{layer}.attn.hook_result"][position]
+        rows += [(head_label(layer, h), "head", layer, h, result[h]) for h in range(cfg.n_head)]
+        rows.append((ffn_label(layer), "FFN", layer, None, cap[f"blocks.{layer}.hook_ffn_out"][position]))
+    frame = pd.DataFrame([{"component": name, "kind": kind, "layer": layer, "head": head,
+                           "logit": float(scale * (vec.double() @ direction))}
+                          for name, kind, layer, head, vec in rows])
+    if not isinstance(norm, RMSNorm):  # the mean LayerNorm subtracts, and its shift β
+        removed = -scale * final.mean() * direction.sum() + norm.bias.double() @ model.head.weight[target].double()
+        frame.loc[len(frame)] = {"component": "final norm", "kind": "norm", "layer": None, "head": None,
+                                 "logit": float(removed)}
+    return Attribution(frame, float(cap.logits[position, target]), int(target), position, float(scale))
+
+
+# --- ablation -----------------------------------------------------------------------------------------------------
+
+ABLATIONS = ("zero", "mean")
+_COMPONENT = re.compile(r"^L(\d+)(?:H(\d+)| FFN)$")
+
+
+def components(model: GPT) -> list[str]:
+    """Every head and FFN by name: L0H0 … L0H3, L0 FFN, L1H0, …"""
+    names = []
+    for layer in range(model.cfg.n_layer):
+        names += [head_label(layer, h) for h in range(model.cfg.n_head)] + [ffn_label(layer)]
+    return names
+
+
+def parse_component(model: GPT, name: str) -> tuple[int, int | None]:
+    """(layer, head) of "L1H2", (layer, None) of "L1 FFN"."""
+    match = _COMPONENT.match(name.strip())
+    if not match:
+        raise InputError(f"{name!r} names no head or FFN (write L1H2 or L1 FFN)")
+    layer, head = int(match[1]), None if match[2] is None else int(match[2])
+    if layer >= model.cfg.n_layer or (head is not None and head >= model.cfg.n_head):
+        raise InputError(f"{name} does not exist: the model has {model.cfg.n_layer} layers of {model.cfg.n_head} "
+                         "heads")
+    return layer, head
+
+
+def _ablation_edits(model: GPT, cap: Capture, batches: list[list[str]], mode: str) -> dict:
+    """Hook edits that switch off the components of batches[b] in batch row b (zero, or their mean over the text).
+
+    Heads are switched off at hook_z, before W_O: with no bias in W_O, a zero there leaves the head's output
+    exactly zero. FFNs are switched off at their output.
+    """
+    if mode not in ABLATIONS:
+        raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got {mode!r}")
+    L, H, B = model.cfg.n_layer, model.cfg.n_head, len(batches)
+    heads = torch.zeros(L, B, H, dtype=torch.bool)
+    ffns = torch.zeros(L, B, dtype=torch.bool)
+    for b, names in enumerate(batches):
+        for name in names:
+            layer, head = parse_component(model, name)
+            if head is None:
+                ffns[layer, b] = True
+            else:
+                heads[layer, b, head] = True
+    edits = {}
+    for layer in range(L):
+        z_name, ffn_name = f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_ffn_out"
+        if heads[layer].any():
+            fill = cap[z_name].mean(0) if mode == "mean" else torch.zeros_like(cap[z_name][0])  # (H, d_head)
+            mask = heads[layer][:, None, :, None]  # (B, 1, H, 1)
+            edits[z_name] = lambda z, mask=mask, fill=fill: torch.where(mask, fill, z)
+        if ffns[layer].any():
+            fill = cap[ffn_name].mean(0) if mode == "mean" else torch.zeros_like(cap[ffn_name][0])  # (d_model,)
+            mask = ffns[layer][:, None, None]
+            edits[ffn_name] = lambda out, mask=mask, fill=fill: torch.where(mask, fill, out)
+    return edits
+
+
+def ablated_logits(model: GPT, cap: Capture, batches: list[list[str]], mode: str = "zero") -> torch.Tensor:
+    """(len(batches), T, V): the text's logits with each row's set of components switched off."""
+    edits = _ablation_edits(model, cap, batches, mode)
+    return run_hooked(model, cap.ids.expand(len(batches), -1), edits)
+
+
+def text_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """(..., T-1) cross-entropy of each next token; logits (..., T, V), ids (T,)."""
+    targets = ids[1:].expand(*logits.shape[:-2], -1)
+    return F.cross_entropy(logits[..., :-1, :].flatten(0, -2).float(), targets.flatten(),
+                           reduction="none").view(targets.shape)
+
+
+@dataclass
+class Ablation:
+    switched_off: list[str]
+    mode: str
+    logits: torch.Tensor  # (T, V) with the components off
+    clean_logits: torch.Tensor  # (T, V)
+    ids: torch.Tensor
+
+    @property
+    def losses(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token losses (T-1,) before and after."""
+        return text_losses(self.clean_logits, self.ids), text_losses(self.logits, self.ids)
+
+    @property
+    def loss(self) -> tuple[float, float]:
+        before, after = self.losses
+        return float(before.mean()), float(after.mean())
+
+
+def ablate(model: GPT, cap: Capture, switched_off: Iterable[str], mode: str = "zero") -> Ablation:
+    """The text's logits with the named heads and FFNs switched off."""
+    switched_off = list(switched_off)
+    if len(cap.ids) < 2:
+        raise InputError("the text needs at least two tokens: a loss needs a next token to predict")
+    logits = ablated_logits(model, cap, [switched_off], mode)[0] if switched_off else cap.logits
+    return Ablation(switched_off, mode, logits, cap.logits, cap.ids)
+
+
+def ablation_sweep(model: GPT, cap: Capture, mode: str = "zero", names: list[str] | None = None,
+                   batch: int = 16, progress: Progress | None = None) -> pd.DataFrame:
+    """Switch each component off on its own (default: every head); rank them by the loss it costs the text.
+
+    Rows run in batches of `batch` copies of the text, each copy with its own component off.
+    """
+    if len(cap.ids) < 2:
+        raise InputError("the text needs at least two tokens: a loss needs a next token to predict")
+    names = [head_label(layer, h) for layer in range(model.cfg.n_layer)
+             for h in range(model.cfg.n_head)] if names is None else names
+    clean = float(text_losses(cap.logits, cap.ids).mean())
+    losses = []
+    for start in range(0, len(names), batch):
+        chunk = names[start:start + batch]
+        logits = ablated_logits(model, cap, [[n] for n in chunk], mode)
+        losses += text_losses(logits, cap.ids).mean(-1).tolist()
+        if progress:
+            progress(start + len(chunk), len(names))
+    frame = pd.DataFrame({"component": names, "loss": losses})
+    frame["loss increase"] = frame["loss"] - clean
+    return frame.sort_values("loss increase", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# --- activation patching ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Patch:
+    """Copy hook `hook` from the clean run into the corrupted one: at one head (for per-head hook points) or all,
+    at one position or all."""
+    hook: str
+    head: int | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class PatchingPair:
+    """Two prompts of the same length that differ in a detail, and the next token each should lead to."""
+    name: str
+    clean: str
+    corrupted: str
+    clean_answer: str  # the token the clean prompt should continue with
+    corrupted_answer: str
+    about: str
+
+
+# Each pair differs only early on and ends on the same text, so whatever tells the answers apart has to be carried
+# forward from the difference to the last position: patching shows which heads and positions carry it.
+PATCHING_PAIRS = [
+    PatchingPair(
+        "a password to copy",
+        'There was a girl named Pemi. She had a secret hideout, and its password was "Gr4Tk!" '
+        'Pemi smiled and said, "Gr4',
+        'There was a girl named Pemi. She had a secret hideout, and its password was "Gr4Bk!" '
+        'Pemi smiled and said, "Gr4',
+        "T", "B",
+        "A password of random characters can only be continued by copying it from where it was first said. The "
+        "prompts differ in one character of the first mention, so the heads whose output restores the clean "
+        "answer are the ones that copy."),
+    PatchingPair(
+        "a name to copy",
+        "Once upon a time, there was a girl named Tavina. She had a red ball. One day, Tav",
+        "Once upon a time, there was a girl named Tavora. She had a red ball. One day, Tav",
+        "i", "o",
+        "Names are invented for every story, so when one starts again only its first mention says how it goes "
+        "on. The prompts differ in that first mention only."),
+    PatchingPair(
+        "she or he",
+        "Once upon a time, there was a girl named Kalina who lived on a quiet street. ",
+        "Once upon a time, there was a boy named Kalinus who lived on a quiet street. ",
+        "S", "H",
+        "The next sentence should start with a pronoun that agrees with the hero (She or He): the model has to "
+        "fetch girl or boy, and the name's ending, from far back."),
+]
+
+
+def logit_difference(logits: torch.Tensor, good: int, bad: int, position: int = -1) -> torch.Tensor:
+    """logit(good) − logit(bad) at position, for logits (..., T, V)."""
+    row = logits[..., position, :]
+    return row[..., good] - row[..., bad]
+
+
+# hook points laid out (B, T, H, …) and (B, T, …): the ones a patch may cut by head and by position
+PER_HEAD = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z", "hook_result")
+PER_POSITION = PER_HEAD + ("hook_embed", "hook_pos_embed", "hook_ln_f_out", "hook_resid_pre", "hook_resid_mid",
+                           "hook_resid_post", "hook_ln1_out", "hook_ln2_out", "hook_attn_out", "hook_ffn_out",
+                           "hook_pre", "hook_act", "hook_gate", "hook_hidden")
+
+
+def _patch_edits(model: GPT, clean: Capture, rows: list[list[Patch]]) -> dict:
+    """Hook edits that copy, in batch row b, each patch of rows[b] from the clean capture."""
+    per_hook: dict[str, list[tuple[int, Patch]]] = {}
+    for b, patches in enumerate(rows):
+        for patch in patches:
+            if patch.hook not in clean.acts:
+                raise KeyError(f"no hook point named {patch.hook}")
+            if (patch.head is not None or patch.position is not None) and not patch.hook.endswith(PER_POSITION):
+                raise ValueError(f"{patch.hook} is not laid out (batch, position, …): patch it whole")
+            if patch.head is not None and not patch.hook.endswith(PER_HEAD):
+                raise ValueError(f"{patch.hook} has no head dimension")
+            per_hook.setdefault(patch.hook, []).append((b, patch))
+
+    def edit(name):
+        source = clean[name]
+
+        def apply(act):
+            act = act.clone()
+            for b, patch in per_hook[name]:
+                where = (b, slice(None) if patch.position is None else patch.position)
+                if patch.head is not None:
+                    where += (patch.head,)
+                act[where] = source[where[1:]]
+            return act
+        return apply
+    return {name: edit(name) for name in per_hook}
+
+
+def patched_logits(model: GPT, clean: Capture, corrupted_ids, rows: list[list[Patch]]) -> torch.Tensor:
+    """(len(rows), T, V): the corrupted prompt's logits with each row's patches copied in from the clean run."""
+    corrupted_ids = as_ids(corrupted_ids)
+    if corrupted_ids.shape != clean.ids.shape:
+        raise InputError(f"the two prompts must have the same length in tokens: {len(clean.ids)} and "
+                         f"{len(corrupted_ids)}")
+    return run_hooked(model, corrupted_ids.expand(len(rows), -1), _patch_edits(model, clean, rows))
+
+
+@dataclass
+class PatchingSetup:
+    """A clean and a corrupted prompt, both captured, and the logit difference that tells them apart."""
+    clean: Capture
+    corrupted: Capture
+    good: int  # the clean answer's id
+    bad: int  # the corrupted answer's id
+
+    @property
+    def clean_difference(self) -> float:
+        return float(logit_difference(self.clean.logits, self.good, self.bad))
+
+    @property
+    def corrupted_difference(self) -> float:
+        return float(logit_difference(self.corrupted.logits, self.good, self.bad))
+
+    def restored(self, logits: torch.Tensor) -> torch.Tensor:
+        """Share of the logit difference a patched run restores: 0 = as corrupted, 1 = as clean."""
+        corrupted = self.corrupted_difference
+        return (logit_difference(logits, self.good, self.bad) - corrupted) / (self.clean_difference - corrupted)
+
+
+def patching_setup(model: GPT, tokenizer: Tokenizer, clean: str, corrupted: str, clean_answer: str,
+                   corrupted_answer: str) -> PatchingSetup:
+    """Encode and check a patching pair, and run both prompts once."""
+    ids = []
+    for label, text in (("clean prompt", clean), ("corrupted prompt", corrupted)):
+        if unknown := tokenizer.unknown(text):
+            raise InputError(f"the {label} has characters the model does not know: {''.join(sorted(unknown))}")
+        ids.append(as_ids(tokenizer.encode(text)))
+    if len(ids[0]) != len(ids[1]):
+        raise InputError(f"the clean and corrupted prompts must have the same length in tokens: {len(ids[0])} "
+                         f"and {len(ids[1])}")
+    answers = []
+    for label, answer in (("clean answer", clean_answer), ("corrupted answer", corrupted_answer)):
+        encoded = tokenizer.encode(answer)
+        if len(encoded) != 1 or tokenizer.unknown(answer):
+            raise InputError(f"the {label} must be exactly one token the model knows, got {answer!r}")
+        answers.append(encoded[0])
+    if answers[0] == answers[1]:
+        raise InputError("the two answers must differ: the measure is logit(clean answer) − logit(corrupted "
+                         "answer)")
+    setup = PatchingSetup(capture(model, ids[0]), capture(model, ids[1]), *answers)
+    if abs(setup.clean_difference - setup.corrupted_difference) < 1e-3:
+        raise InputError("the model gives both prompts the same logit difference, so there is nothing to restore: "
+                         "change the prompts or the answers")
+    return setup
+
+
+def _sweep(model: GPT, setup: PatchingSetup, rows: list[list[Patch]], batch: int,
+           progress: Progress | None) -> torch.Tensor:
+    shares = []
+    for start in range(0, len(rows), batch):
+        logits = patched_logits(model, setup.clean, setup.corrupted.ids, rows[start:start + batch])
+        shares.append(setup.restored(logits))
+        if progress:
+            progress(min(start + batch, len(rows)), len(rows))
+    return torch.cat(shares)
+
+
+def patch_heads(model: GPT, setup: PatchingSetup, batch: int = 16, progress: Progress | None = None) -> torch.Tensor:
+    """(L, H): share restored by copying one head's output (its z, at every position) from clean to corrupted."""
+    L, H = model.cfg.n_layer, model.cfg.n_head
+    rows = [[Patch(f"blocks.{layer}.attn.hook_z", head)] for layer in range(L) for head in range(H)]
+    return _sweep(model, setup, rows, batch, progress).view(L, H)
+
+
+def patch_residual(model: GPT, setup: PatchingSetup, batch: int = 32, progress: Progress | None = None) -> torch.Tensor:
+    """(L + 1, T): share restored by copying the residual stream at one position, after the embedding (row 0) or
+    after block i (row i + 1)."""
+    T = len(setup.clean.ids)
+    hooks = [hook for _, hook in residual_rows(model)]
+    rows = [[Patch(hook, position=p)] for hook in hooks for p in range(T)]
+    return _sweep(model, setup, rows, batch, progress).view(len(hooks), T)
+
+
+def patch_heads_by_position(model: GPT, setup: PatchingSetup, batch: int = 64,
+                            progress: Progress | None = None) -> torch.Tensor:
+    """(L · H, T): share restored by copying one head's output at one position."""
+    L, H, T = model.cfg.n_layer, model.cfg.n_head, len(setup.clean.ids)
+    rows = [[Patch(f"blocks.{layer}.attn.hook_z", head, p)] for layer in range(L) for head in range(H)
+            for p in range(T)]
+    return _sweep(model, setup, rows, batch, progress).view(L * H, T)

@@ -1,0 +1,299 @@
+"""Tokenizers: the tutorial's characters, or a byte-level BPE (the GPT-2 recipe) trained on the training split.
+
+Both offer the same interface: encode, decode, vocab_size, unknown (what encode drops), token_bytes, and the
+readable forms every page and command shows a token in:
+  piece(id)    the token's text as it sits in running text; bytes that are not a whole UTF-8 character
+               (a BPE token can hold half of 你) show as ⟨e4 bd⟩
+  display(id)  the piece with visible whitespace: ␣ for a space, ⏎ for a newline, ⇥ for a tab
+A tokenizer is stored as plain JSON (to_dict) and rebuilt by `tokenizer_from_dict` without executing code.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+KINDS = ("char", "bpe")
+VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
+END_OF_TEXT = "<|endoftext|>"  # TinyStories' story separator, and our built-in corpus's: one token in a BPE
+BPE_MIN_VOCAB = 257  # the 256 bytes and the end-of-text token, before any merge
+BPE_MAX_VOCAB = 100_000  # GPTConfig's vocabulary limit
+
+
+class TokenizerError(ValueError):
+    """A tokenizer description that cannot be used (the checkpoint loader turns it into a CheckpointError)."""
+
+
+def readable(data: bytes) -> str:
+    """UTF-8 bytes as text, with each run of bytes that are not whole characters shown as ⟨e4 bd⟩."""
+    out, stray = [], []
+    for c in data.decode("utf-8", "surrogateescape"):
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # surrogateescape's stand-in for an undecodable byte
+            stray.append(f"{ord(c) - 0xDC00:02x}")
+            continue
+        if stray:
+            out.append(f"⟨{' '.join(stray)}⟩")
+            stray = []
+        out.append(c)
+    if stray:
+        out.append(f"⟨{' '.join(stray)}⟩")
+    return "".join(out)
+
+
+def visible(text: str) -> str:
+    return "".join(VISIBLE.get(c, c) for c in text)
+
+
+class Tokenizer:
+    """What both tokenizers share: the readable forms of tokens, derived from their bytes."""
+
+    kind = ""
+    unit = "token"  # what one id stands for, in messages
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def token_bytes(self, token_id: int) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        return b"".join(self.token_bytes(int(i)) for i in ids).decode("utf-8", "replace")
+
+    def unknown(self, text: str) -> Counter:
+        """Characters encode would drop (none for a byte-level BPE)."""
+        return Counter()
+
+    def piece(self, token_id: int) -> str:
+        return readable(self.token_bytes(int(token_id)))
+
+    def display(self, token_id: int) -> str:
+        return visible(self.piece(token_id))
+
+    def pieces(self, ids) -> list[str]:
+        return [self.piece(i) for i in ids]
+
+    def labels(self, ids) -> list[str]:
+        return [self.display(i) for i in ids]
+
+    def is_whole(self, token_id: int) -> bool:
+        """Does the token decode to whole characters on its own?"""
+        try:
+            self.token_bytes(int(token_id)).decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            return False
+
+    def stream(self, ids: Iterable[int]) -> Iterator[str]:
+        """Text as the ids arrive, holding back the bytes of a character split over two tokens."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for i in ids:
+            if text := decoder.decode(self.token_bytes(int(i))):
+                yield text
+        if text := decoder.decode(b"", final=True):
+            yield text
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tokenizer) and self.to_dict() == other.to_dict()
+
+    __hash__ = None
+
+
+class CharTokenizer(Tokenizer):
+    """One id per distinct character, sorted, as in the tutorial.
+
+    Characters outside the vocabulary are dropped from the input (there is no <unk> id in a char
+    vocabulary); `unknown` reports them so the UI and CLI can warn.
+    """
+
+    kind, unit = "char", "character"
+
+    def __init__(self, chars: list[str]):
+        if len(set(chars)) != len(chars) or any(not isinstance(c, str) or len(c) != 1 for c in chars):
+            raise TokenizerError("tokenizer vocabulary must be distinct single characters")
+        self.chars = list(chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def unknown(self, text: str) -> Counter:
+        return Counter(c for c in text if c not in self.stoi)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.stoi[c] for c in text if c in self.stoi]
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self.chars[token_id].encode("utf-8", "surrogatepass")
+
+    def piece(self, token_id: int) -> str:
+        return self.chars[int(token_id)]
+
+    def stream(self, ids: Iterable[int]) -> Iterator[str]:
+        return (self.chars[int(i)] for i in ids)
+
+    def describe(self) -> str:
+        return f"{self.vocab_size} characters"
+
+    def to_dict(self) -> dict:
+        return {"type": "char", "chars": self.chars}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CharTokenizer:
+        if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
+            raise TokenizerError("tokenizer must be {'type': 'char', 'chars': [...]}")
+        return cls(data["chars"])
+
+
+def byte_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, read backwards: printable stand-in character -> byte value.
+
+    Byte-level BPE writes every byte as a printable character (a space is Ġ, a newline Ċ), so merges and
+    vocabularies are plain strings; this undoes it.
+    """
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in keep]
+    table = {chr(b): b for b in keep}
+    table.update({chr(256 + n): b for n, b in enumerate(shifted)})
+    return table
+
+
+class BPETokenizer(Tokenizer):
+    """Byte-level BPE with Hugging Face `tokenizers`: any text encodes (no unknown characters), and a frequent
+    word becomes one token. A token is a byte string, which need not be whole characters."""
+
+    kind = "bpe"
+
+    def __init__(self, hf):
+        self.hf = hf
+        alphabet = byte_alphabet()
+        specials = {t.content for t in hf.get_added_tokens_decoder().values()}
+        self._bytes = []
+        for i in range(hf.get_vocab_size()):
+            token = hf.id_to_token(i)
+            if token is None:
+                raise TokenizerError(f"BPE vocabulary has no token with id {i}")
+            if token in specials:
+                self._bytes.append(token.encode("utf-8"))
+            elif all(c in alphabet for c in token):
+                self._bytes.append(bytes(alphabet[c] for c in token))
+            else:
+                raise TokenizerError(f"BPE token {i} ({token!r}) is not written in the byte-level alphabet")
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
+        """Learn up to vocab_size tokens (the 256 bytes, <|endoftext|>, then merges) from texts, locally."""
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers, trainers
+
+        check_bpe_vocab(vocab_size)
+        hf = HFTokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT], show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        hf.train_from_iterator(texts, trainer)
+        return cls(hf)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._bytes)
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of text; a long text is encoded in blocks on every core (the same ids as in one piece)."""
+        if len(text) <= 1 << 16:
+            return self.hf.encode(text, add_special_tokens=False).ids
+        return [i for ids in self.encode_batch(list(text_blocks(text))) for i in ids]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """encode of each text, on every core."""
+        return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._bytes[token_id]
+
+    def describe(self) -> str:
+        return f"byte-level BPE of {self.vocab_size:,} tokens"
+
+    def to_dict(self) -> dict:
+        return {"type": "bpe", "json": self.hf.to_str()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BPETokenizer:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        if not isinstance(data, dict) or data.get("type") != "bpe" or not isinstance(data.get("json"), str):
+            raise TokenizerError("tokenizer must be {'type': 'bpe', 'json': '<tokenizers JSON>'}")
+        try:
+            hf = HFTokenizer.from_str(data["json"])  # parses JSON: no code runs
+        except Exception as e:  # tokenizers raises a bare Exception for malformed JSON
+            raise TokenizerError(f"the BPE tokenizer's JSON cannot be read ({e})") from None
+        if type(hf.model).__name__ != "BPE" or type(hf.pre_tokenizer).__name__ != "ByteLevel":
+            raise TokenizerError("only byte-level BPE tokenizers are supported")
+        return cls(hf)
+
+
+def check_bpe_vocab(vocab_size) -> None:
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or \
+            not BPE_MIN_VOCAB <= vocab_size <= BPE_MAX_VOCAB:
+        raise TokenizerError(f"a BPE vocabulary size must be a whole number from {BPE_MIN_VOCAB} (the 256 bytes and "
+                             f"{END_OF_TEXT}) to {BPE_MAX_VOCAB:,}, got {vocab_size!r}")
+
+
+def tokenizer_from_dict(data) -> Tokenizer:
+    """Rebuild a tokenizer from its to_dict(); TokenizerError when it cannot be used."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind == "char":
+        return CharTokenizer.from_dict(data)
+    if kind == "bpe":
+        return BPETokenizer.from_dict(data)
+    raise TokenizerError(f"unknown tokenizer type {kind!r} (expected one of {', '.join(KINDS)})")
+
+
+def make_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
+    """A tokenizer for a corpus: its characters, or a BPE of vocab_size tokens trained on text (pass the
+    training split, so validation text stays unseen)."""
+    if kind == "char":
+        return CharTokenizer.from_text(text)
+    if kind == "bpe":
+        if vocab_size is None:
+            raise TokenizerError("a BPE tokenizer needs a vocabulary size (--vocab-size)")
+        check_bpe_vocab(vocab_size)
+        return BPETokenizer.train(text_blocks(text, 1 << 20), vocab_size)
+    raise TokenizerError(f"tokenizer must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+# A newline followed by a non-space character ends a pre-token in GPT-2's byte-level split, so text cut there
+# encodes to exactly the same tokens as the whole text.
+CUT = re.compile(r"\n(?=\S)")
+
+
+def text_blocks(text: str, size: int = 1 << 16) -> Iterator[str]:
+    """text in consecutive pieces of about `size` characters, each cut right after a newline that a
+    non-space character follows where there is one, so encoding the pieces gives the same tokens as the whole."""
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            found = [m.end() for m in CUT.finditer(text, start + size // 2, end)]
+            end = found[-1] if found else end
+        yield text[start:end]
+        start = end
