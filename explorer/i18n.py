@@ -1,12 +1,21 @@
-"""The app's two languages: one TOML catalog per language, picked per browser tab.
+"""The app's two languages: TOML catalogs with named keys, picked per browser tab.
 
-Catalogs live in locales/<lang>.toml, one table per page or part ([train], [inspect], [sidebar], …), each
-entry a named key with str.format placeholders: `t("train.start")`, `t("train.params", n=810_624)`.
-TOML because it holds long multi-line prose readably, comments beside entries for translators, and Python
-reads it with the standard library. Long prose may also live in locales/<lang>/<name>.md (`prose(name)`).
+Each language is a folder, locales/<lang>/. Every `<part>.toml` in it holds the entries of one page or part
+part under that name: `t("rope.title")` is the key `title` of locales/<lang>/rope.toml; nested tables and
+subfolders nest the key (`t("train.errors.no_corpus")`, locales/<lang>/messages/data.toml → `messages.data.…`). Entries are `str.format` templates with named placeholders:
+`t("train.params", n=810_624)` for `params = "{n:,} parameters"`. Long prose may live as Markdown,
+locales/<lang>/<name>.md, read with `prose(name)`.
+
+TOML, because it holds long multi-line prose readably with comments beside it for translators, needs no build
+step (gettext's .mo files do) and is read by Python's standard library. Two kinds of English are not written in
+the English catalog, because they are written once in the library, where the command line reads them too:
+- the config settings' labels, help and choice names (gptcore.config's field tables), as `settings.<field>.*`;
+- the messages of gptcore's errors (gptcore.errors.Message), as `messages.<key>`.
+The Chinese catalog translates both: locales/zh/settings.toml, and locales/zh/messages/<first part of the
+key>.toml (the key `data.too_short` lives in messages/data.toml as `too_short`).
 
 The language belongs to the tab: `?lang=zh` in the URL wins (so a teacher can hand out a link), then the
-choice made in this tab, then the browser's language (any zh* → 中文), then English. It is kept in this
+choice made in this tab, then the browser's language (any zh* → 中文), then English. It is kept in the
 session's state, never installed process-wide, so two tabs in two languages never see each other's.
 """
 from __future__ import annotations
@@ -18,17 +27,27 @@ from pathlib import Path
 
 import streamlit as st
 
+from gptcore.config import GPTConfig, Setting, TrainConfig, settings
+from gptcore.errors import Message, UserError
+
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
 STATE_KEY = "lang"
 
 
+# ---------------------------------------------------------------- catalogs
+
 @cache
 def catalog(lang: str) -> dict[str, str]:
-    """Every entry of a language as a flat {"table.key": text} dict."""
-    with open(LOCALES / f"{lang}.toml", "rb") as f:
-        return dict(_flatten(tomllib.load(f)))
+    """Every entry of a language as a flat {"part.key": text} dict (English: with the library's settings)."""
+    entries = dict(settings_entries()) if lang == "en" else {}
+    folder = LOCALES / lang
+    for path in sorted(folder.rglob("*.toml")):
+        prefix = ".".join(path.relative_to(folder).with_suffix("").parts) + "."
+        with open(path, "rb") as f:
+            entries.update(_flatten(tomllib.load(f), prefix))
+    return entries
 
 
 def _flatten(table: dict, prefix: str = ""):
@@ -39,10 +58,22 @@ def _flatten(table: dict, prefix: str = ""):
             yield f"{prefix}{key}", value
 
 
+def settings_entries():
+    """The English of every config field, from gptcore.config's field tables."""
+    for cls in (GPTConfig, TrainConfig):
+        for s in settings(cls).values():
+            yield f"settings.{s.name}.label", s.label
+            yield f"settings.{s.name}.help", s.help
+            for value, name in (s.choices or {}).items():
+                yield f"settings.{s.name}.choices.{value}", name
+
+
 def placeholders(text: str) -> set[str]:
     """The named fields of a str.format template: {'n', 'name'} for "{n:,} runs of {name}"."""
     return {field for _, field, _, _ in string.Formatter().parse(text) if field}
 
+
+# ---------------------------------------------------------------- this tab's language
 
 def language() -> str:
     """This tab's language (see the module docstring for the order of precedence)."""
@@ -56,18 +87,46 @@ def language() -> str:
 
 
 def t(key: str, **values) -> str:
-    """The entry `key` in this tab's language, formatted with `values`.
+    """The entry `key` in this tab's language, formatted with `values` (nested Messages are translated too).
 
     A key missing from the catalog is a bug, so it raises KeyError rather than showing the key to a learner.
     """
     text = catalog(language())[key]
-    return text.format(**values) if values else text
+    return text.format(**{k: say(v) if isinstance(v, Message) else v for k, v in values.items()}) if values \
+        else text
+
+
+def say(item: Message | UserError | str) -> str:
+    """A library Message (or a UserError's) in this tab's language; plain text passes through."""
+    if isinstance(item, UserError):
+        item = item.message
+    if not isinstance(item, Message):
+        return str(item)
+    if language() == "en":
+        return str(item)
+    return t(f"messages.{item.key}", **item.params)
 
 
 def prose(name: str) -> str:
     """A long Markdown text of this tab's language: locales/<lang>/<name>.md."""
     return (LOCALES / language() / f"{name}.md").read_text(encoding="utf-8")
 
+
+# ---------------------------------------------------------------- settings
+
+def label(s: Setting) -> str:
+    return t(f"settings.{s.name}.label")
+
+
+def help_text(s: Setting) -> str:
+    return t(f"settings.{s.name}.help")
+
+
+def choice(s: Setting, value) -> str:
+    return t(f"settings.{s.name}.choices.{value}") if value in (s.choices or {}) else str(value)
+
+
+# ---------------------------------------------------------------- the switch
 
 def language_switch() -> None:
     """English / 中文 in the sidebar. The choice goes into the URL, so a reload or a shared link keeps it."""

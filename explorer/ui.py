@@ -1,4 +1,4 @@
-"""Streamlit helpers shared by the pages: source expanders, quizzes, the sidebar."""
+"""Streamlit helpers shared by the pages: source expanders, quizzes, the sidebar, failures."""
 from __future__ import annotations
 
 import inspect
@@ -8,6 +8,8 @@ import traceback
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from .i18n import language_switch, say, t
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,9 @@ def _leave_legacy_pages_mode() -> None:
 _leave_legacy_pages_mode()
 
 
-def show_source(*objects, label: str = "The gptcore code behind this") -> None:
+def show_source(*objects, label: str | None = None) -> None:
     """Show the real source of functions/classes (via inspect), so it can never drift from what runs."""
-    with st.expander(label):
+    with st.expander(label or t("ui.source")):
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
             st.code(inspect.getsource(obj), language="python")
@@ -42,20 +44,20 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
     """
     multi = len(correct) > 1
     with st.container(border=True):
-        st.markdown(f"**Check your understanding** — {question}")
+        st.markdown(t("ui.quiz.heading", question=question))
         if multi:
-            st.caption("Select every correct statement.")
+            st.caption(t("ui.quiz.select_all"))
             chosen = {i for i, text in enumerate(options) if st.checkbox(text, key=f"{key}-opt{i}")}
         else:
-            pick = st.radio("Answer", options, index=None, key=f"{key}-radio", label_visibility="collapsed")
+            pick = st.radio(t("ui.quiz.answer"), options, index=None, key=f"{key}-radio", label_visibility="collapsed")
             chosen = set() if pick is None else {options.index(pick)}
-        if not st.button("Check answer", key=f"{key}-check"):
+        if not st.button(t("ui.quiz.check"), key=f"{key}-check"):
             return None
         right = chosen == correct
         if not chosen:
-            st.warning("Pick an answer first.")
+            st.warning(t("ui.quiz.pick_first"))
             return None
-        (st.success if right else st.error)(("Right. " if right else "Not quite. ") + explanation)
+        (st.success if right else st.error)(t("ui.quiz.right" if right else "ui.quiz.wrong", explanation=explanation))
         return right
 
 
@@ -74,12 +76,14 @@ def sidebar() -> None:
         where = format_step(step, total) if step is not None and total is not None else f"{s.progress:.0%}"
         icon = {"running": "play_circle", "paused": "pause_circle", "stopping": "stop_circle",
                 "finished": "check_circle", "stopped": "stop_circle", "failed": "error"}.get(s.status, "circle")
-        st.caption(f":material/{icon}: {s.kind} **{s.name}** · {where} · {s.status}")
+        st.caption(t("sidebar.job", icon=icon, kind=t(f"ui.job_kind.{s.kind}"), name=s.name, where=say(where),
+                     status=t(f"ui.status.{s.status}")))
 
     with st.sidebar:
-        st.caption("GPT Explorer · a LLaMA-style char-level GPT, part by part")
+        language_switch()
+        st.caption(t("sidebar.tagline"))
         if names := checkpoint_names():
-            st.caption(f":material/neurology: active checkpoint **{default_checkpoint(names)}** (pick it on Inspect)")
+            st.caption(t("sidebar.active_checkpoint", name=default_checkpoint(names)))
         st.fragment(job_status, run_every=2 if registry.active() else None)()
 
 
@@ -106,7 +110,7 @@ def job_progress(job, snap, text: str, stop_key: str) -> None:
     """Progress bar and Stop button while a job runs; its error message once it has failed."""
     if snap.active:
         st.progress(snap.progress, text=text)
-        if st.button("Stop", key=stop_key):
+        if st.button(t("ui.stop"), key=stop_key):
             job.stop()
     elif snap.status == "failed":
         show_failure(snap)
@@ -114,17 +118,17 @@ def job_progress(job, snap, text: str, stop_key: str) -> None:
 
 def show_failure(snap) -> None:
     """A failed job's message; when a bug (not the user) ended it, its traceback folded beneath."""
-    st.error(snap.message)
+    st.error(say(snap.message))
     if snap.traceback:
-        with st.expander("Details for a bug report"):
+        with st.expander(t("ui.bug_details")):
             st.code(snap.traceback, language=None)
 
 
 def show_bug(error: Exception) -> None:
     """An unexpected exception caught by a page: log it, say so in a sentence, keep the traceback at hand."""
     log.error("unexpected error in a page", exc_info=error)
-    st.error(f"Something went wrong that is not your fault: {type(error).__name__}: {error}")
-    with st.expander("Details for a bug report"):
+    st.error(t("ui.bug", error=f"{type(error).__name__}: {error}"))
+    with st.expander(t("ui.bug_details")):
         st.code("".join(traceback.format_exception(error)), language=None)
 
 

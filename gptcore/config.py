@@ -13,7 +13,7 @@ from dataclasses import field as dataclass_field
 from functools import cache
 from typing import Any
 
-from .errors import UserError
+from .errors import Message, UserError, message
 
 KINDS = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -41,37 +41,45 @@ class Setting:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def range_text(self) -> str:
-        """The allowed values in words: 'from 1 to 4,096', 'greater than 0.0 and at most 10,000.0', 'rms or layer'."""
+    def range_text(self) -> Message:
+        """The allowed values in words: 'from 1 to 4,096', 'greater than 0 and at most 10,000', 'rms or layer'."""
         if self.kind is bool:
-            return "true or false"
+            return message("range.bool", "true or false")
         if self.choices:
             names = list(self.choices)
-            return " or ".join(names) if len(names) == 2 else f"one of {', '.join(names)}"
+            if len(names) == 2:
+                return message("range.either", "{first} or {second}", first=names[0], second=names[1])
+            return message("range.choices", "one of {choices}", choices=", ".join(names))
         low, high = (None if v is None else number_text(v) for v in (self.low, self.high))
         if low is not None and high is not None and not (self.low_open or self.high_open):
-            return f"from {low} to {high}"
-        parts = []
-        if low is not None:
-            parts.append(f"greater than {low}" if self.low_open else f"at least {low}")
-        if high is not None:
-            parts.append(f"less than {high}" if self.high_open else f"at most {high}")
-        return " and ".join(parts)
+            return message("range.between", "from {low} to {high}", low=low, high=high)
+        lower = None if low is None else (message("range.above", "greater than {low}", low=low) if self.low_open
+                                          else message("range.at_least", "at least {low}", low=low))
+        upper = None if high is None else (message("range.below", "less than {high}", high=high) if self.high_open
+                                           else message("range.at_most", "at most {high}", high=high))
+        if lower and upper:
+            return message("range.both", "{lower} and {upper}", lower=lower, upper=upper)
+        return lower or upper or message("range.any", "any value")
 
-    def problem(self, value) -> str | None:
+    def problem(self, value) -> Message | None:
         """Why `value` is not allowed, as a sentence naming the field and its range; None when it is."""
+        allowed = dict(name=self.name, range=self.range_text(), value=repr(value))
         if self.kind is bool:
-            return None if isinstance(value, bool) else f"{self.name} must be true or false, got {value!r}"
+            return None if isinstance(value, bool) else message("setting.not_bool", "{name} must be {range}, got "
+                                                                "{value}", **allowed)
         if self.choices:
-            return None if value in self.choices else f"{self.name} must be {self.range_text()}, got {value!r}"
+            return None if value in self.choices else message("setting.not_choice", "{name} must be {range}, got "
+                                                              "{value}", **allowed)
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if self.kind is int:
             if not (isinstance(value, int) and is_number and self.within(value)):
-                return f"{self.name} must be an integer {self.range_text()}, got {value!r}"
+                return message("setting.not_int", "{name} must be an integer {range}, got {value}", **allowed)
             return None
         if not is_number or not math.isfinite(value):
-            return f"{self.name} must be a finite number, got {value!r}"
-        return None if self.within(value) else f"{self.name} must be a number {self.range_text()}, got {value!r}"
+            return message("setting.not_finite", "{name} must be a finite number, got {value}", **allowed)
+        if not self.within(value):
+            return message("setting.out_of_range", "{name} must be a number {range}, got {value}", **allowed)
+        return None
 
     def within(self, value) -> bool:
         above = self.low is None or (value > self.low if self.low_open else value >= self.low)
@@ -99,8 +107,8 @@ def settings(cls) -> dict[str, Setting]:
 def check_fields(config, error: type[Exception]) -> None:
     """Raise `error` with the first field's problem, in field order."""
     for s in settings(type(config)).values():
-        if (message := s.problem(getattr(config, s.name))) is not None:
-            raise error(message)
+        if (problem := s.problem(getattr(config, s.name))) is not None:
+            raise error.of(problem)
 
 
 class ConfigError(UserError, ValueError):
@@ -161,9 +169,11 @@ class GPTConfig:
     def validate(self) -> None:
         check_fields(self, ConfigError)
         if self.d_model % self.n_head:
-            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+            raise ConfigError("config.heads_divide", "d_model ({d_model}) must be divisible by n_head ({n_head})",
+                              d_model=self.d_model, n_head=self.n_head)
         if self.position == "rope" and self.d_head % 2:
-            raise ConfigError(f"RoPE rotates channel pairs, so d_head ({self.d_head}) must be even")
+            raise ConfigError("config.rope_odd", "RoPE rotates channel pairs, so d_head ({d_head}) must be even",
+                              d_head=self.d_head)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -171,11 +181,11 @@ class GPTConfig:
     @classmethod
     def from_dict(cls, data: dict) -> GPTConfig:
         if not isinstance(data, dict):
-            raise ConfigError("model config must be a JSON object")
+            raise ConfigError("config.not_object", "model config must be a JSON object")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"unknown model config keys: {', '.join(unknown)}")
+            raise ConfigError("config.unknown_keys", "unknown model config keys: {keys}", keys=", ".join(unknown))
         return cls(**data)
 
 
@@ -240,7 +250,7 @@ class TrainConfig:
     def validate(self):
         check_fields(self, TrainConfigError)
         if self.optimizer == "muon" and self.muon_lr <= 0:
-            raise TrainConfigError("muon_lr must be greater than 0")
+            raise TrainConfigError("config.muon_lr", "muon_lr must be greater than 0")
 
     def to_dict(self) -> dict:
         return asdict(self)

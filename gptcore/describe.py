@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from .config import GPTConfig, TrainConfig
+from .errors import Message, message
 from .model import meta_model
 
 
@@ -33,9 +34,11 @@ def describe_training(tc: TrainConfig) -> str:
             f"weight decay {tc.weight_decay:g}{clip} · eval every {tc.eval_every} · seed {tc.seed}")
 
 
-def format_step(step: int, last: int) -> str:
+def format_step(step: int, last: int) -> Message:
     """Where a run stands: steps are numbered 0…last, like the tutorial's range(last + 1)."""
-    return f"step {step:,} of {last:,}" if step >= 0 else f"no step yet of {last:,}"
+    if step < 0:
+        return message("describe.no_step", "no step yet of {last:,}", last=last)
+    return message("describe.step", "step {step:,} of {last:,}", step=step, last=last)
 
 
 def format_duration(seconds: float | None) -> str:

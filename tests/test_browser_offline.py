@@ -3,22 +3,18 @@
 Chromium records every request it makes (documents, scripts, fonts, the favicon, images) while each page of the
 navigation loads and settles; anything addressed to another host fails the test with its URL.
 """
-import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from browser_support import ROOT, app_server, browser_page, require_chromium, wait_for_app
+from browser_support import app_server, browser_page, require_chromium, wait_for_app
+
+from explorer.navigation import DEFAULT_PAGE, PAGE_STEMS
 
 LOCAL_SCHEMES = {"data", "blob", "about", "chrome-extension"}
 
 
 def page_paths() -> list[str]:
     """URL path of every page routed by app.py: the file name without .py, and '' for the default page."""
-    app = (ROOT / "app.py").read_text()
-    files = re.findall(r'st\.Page\("(pages/[a-z_]+\.py)"', app)
-    default = re.search(r'st\.Page\("(pages/[a-z_]+\.py)"[^)]*default=True', app).group(1)
-    assert len(files) >= 10, files
-    return ["" if f == default else Path(f).stem for f in files]
+    return ["" if stem == DEFAULT_PAGE else stem for stem in PAGE_STEMS]
 
 
 def test_no_page_requests_anything_but_the_apps_own_server():
