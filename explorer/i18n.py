@@ -1,10 +1,11 @@
 """The app's two languages: TOML catalogs with named keys, picked per browser tab.
 
-Each language is a folder, locales/<lang>/. Every `<part>.toml` in it holds the entries of one page or part
+Each language is a folder, locales/<lang>/. Every `<part>.toml` in it holds the entries of one page or shared
 part under that name: `t("rope.title")` is the key `title` of locales/<lang>/rope.toml; nested tables and
-subfolders nest the key (`t("train.errors.no_corpus")`, locales/<lang>/messages/data.toml → `messages.data.…`). Entries are `str.format` templates with named placeholders:
-`t("train.params", n=810_624)` for `params = "{n:,} parameters"`. Long prose may live as Markdown,
-locales/<lang>/<name>.md, read with `prose(name)`.
+subfolders nest the key (`t("train.errors.no_corpus")`; locales/<lang>/messages/data.toml holds
+`messages.data.…`). Entries are `str.format` templates with named placeholders: `t("train.params", n=810_624)`
+for `params = "{n:,} parameters"`. Long prose may live as Markdown, locales/<lang>/<name>.md, read with
+`prose(name)`.
 
 TOML, because it holds long multi-line prose readably with comments beside it for translators, needs no build
 step (gettext's .mo files do) and is read by Python's standard library. Two kinds of English are not written in
