@@ -47,7 +47,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
                 group.add_argument(s.flag, **flag_options(s))
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gptcore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a model and save a checkpoint")
@@ -82,7 +82,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     bench_parser = sub.add_parser("bench", prefix_chars="+", add_help=False,
                                   help="benchmarks (the repository's bench/ package): bench [NAME] [flags]")
     bench_parser.add_argument("bench_args", nargs="*")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def picked(args, cls) -> dict:

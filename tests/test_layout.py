@@ -1,0 +1,138 @@
+"""The project's layers: the library runs without the app's packages, and each setting is defined once.
+
+gptcore is a library: every module imports with streamlit and plotly blocked, and a command-line training run
+needs neither them nor pandas. The config field tables are the one definition of each setting: the CLI's
+flags, the Train page's widgets and the validation all agree with them, field by field.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from gptcore import cli
+from gptcore.config import GPTConfig, TrainConfig, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+BLOCK = """
+import sys
+for name in {blocked!r}:
+    sys.modules[name] = None  # `import name` now raises ImportError
+"""
+
+
+def test_every_library_module_imports_without_streamlit_or_plotly():
+    result = run_python(BLOCK.format(blocked=["streamlit", "plotly"]) + """
+import importlib, pkgutil
+import gptcore
+names = [i.name for i in pkgutil.walk_packages(gptcore.__path__, "gptcore.") if not i.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+""")
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= 20
+
+
+def test_a_command_line_training_run_needs_neither_pandas_nor_the_app(tmp_path):
+    result = run_python(BLOCK.format(blocked=["streamlit", "plotly", "pandas"]) + """
+from gptcore.cli import main
+raise SystemExit(main(sys.argv[1:]))
+""", "train", "--data", "builtin", "--builtin-chars", "20000", "--out", str(tmp_path / "run"), "--steps", "2",
+        "--d-model", "16", "--n-layer", "1", "--n-head", "2", "--d-ff", "32", "--context", "16",
+        "--batch-size", "2", "--eval-every", "1", "--eval-batches", "1", "--no-final-eval")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run" / "model.safetensors").is_file()
+
+
+FIELDS = [(cls, s) for cls in (GPTConfig, TrainConfig) for s in settings(cls).values()]
+
+
+def out_of_range(s):
+    """A value the field refuses: past its upper bound, below its lower one, or not one of its choices."""
+    if s.kind is bool:
+        return "yes"
+    if s.choices:
+        return "no-such-choice"
+    if s.high is not None:
+        return s.kind(s.high * 2 + 1) if s.high > 0 else s.kind(s.high + 1)
+    return s.kind(s.low - 1)
+
+
+@pytest.mark.parametrize(("cls", "s"), FIELDS, ids=[s.name for _, s in FIELDS])
+def test_validation_refuses_a_value_outside_the_field_with_the_fields_own_message(cls, s):
+    bad = out_of_range(s)
+    message = s.problem(bad)
+    assert message is not None and s.problem(s.default) is None
+    with pytest.raises(ValueError) as refused:
+        cls(**{s.name: bad})
+    assert str(refused.value) == str(message)
+
+
+def train_parser_actions() -> dict:
+    [commands] = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {a.dest: a for a in commands.choices["train"]._actions}
+
+
+@pytest.mark.parametrize(("cls", "s"), [f for f in FIELDS if f[1].cli], ids=[s.name for _, s in FIELDS if s.cli])
+def test_each_cli_flag_is_generated_from_its_field(cls, s):
+    action = train_parser_actions()[s.name]
+    assert s.flag in action.option_strings and action.default is None
+    assert s.help.replace("%", "%%") in action.help and str(s.range_text()) in action.help
+    if s.choices:
+        assert list(action.choices) == list(s.choices)
+    elif s.kind is not bool:
+        assert action.type is s.kind
+
+
+NUMBER_FLAGS = [f for f in FIELDS if f[1].cli and f[1].kind in (int, float)]
+
+
+@pytest.mark.parametrize(("cls", "s"), NUMBER_FLAGS, ids=[s.name for _, s in NUMBER_FLAGS])
+def test_the_cli_refuses_an_out_of_range_flag_with_the_fields_message(cls, s, tmp_path, capsys):
+    bad = out_of_range(s)
+    code = cli.main(["train", "--data", "builtin", "--builtin-chars", "20000", "--out", str(tmp_path / "x"),
+                     s.flag, str(bad)])
+    err = capsys.readouterr().err
+    assert code != 0 and str(s.problem(bad)) in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture(scope="module")
+def train_page():
+    at = AppTest.from_file(str(ROOT / "pages" / "training.py"), default_timeout=120).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def widget_of(at, key):
+    for kind in ("number_input", "selectbox", "toggle"):
+        for w in at.get(kind):
+            if w.key == key:
+                return kind, w
+    return None, None
+
+
+@pytest.mark.parametrize(("cls", "s"), [f for f in FIELDS if f[1].widget and not f[1].only_with],
+                         ids=[s.name for _, s in FIELDS if s.widget and not s.only_with])
+def test_each_train_page_widget_is_generated_from_its_field(train_page, cls, s):
+    from explorer.forms import PREFIX
+
+    kind, widget = widget_of(train_page, PREFIX[cls] + s.name)
+    assert widget is not None, f"no widget for {s.name}"
+    assert kind == ("toggle" if s.kind is bool else "selectbox" if s.choices else "number_input")
+    assert widget.label == s.label and s.help in widget.help
+    if s.choices:
+        assert list(widget.options) == list(s.choices.values())
