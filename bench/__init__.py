@@ -7,6 +7,7 @@
     python -m bench.thread_policy      a two-thread step under each OpenMP wait policy, with a CPU hog
     python -m bench.inspector          the Inspect page's work for one full context window
     python -m bench.corpus             the built-in story generator
+    python -m bench.memmap             peak memory of training from a memory-mapped token file, against its size
     python -m bench.training_latency   click-to-update latency of the Train page during a run (Playwright)
 
 `python -m gptcore bench NAME [flags]` runs the same (NAME as above, with - for _; step when omitted).
@@ -16,7 +17,8 @@ import importlib
 
 import gptcore  # noqa: F401  (before any benchmark loads torch: it sets OMP_WAIT_POLICY)
 
-NAMES = ("step", "inference", "time-to-loss", "muon", "thread-policy", "inspector", "corpus", "training-latency")
+NAMES = ("step", "inference", "time-to-loss", "muon", "thread-policy", "inspector", "corpus", "training-latency",
+         "memmap")
 
 
 def main(argv: list[str]) -> int:

@@ -9,12 +9,15 @@ import torch
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from .i18n import say, t
+
 
 def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: float | None = 0.0,
                     zmax: float | None = 1.0, colorscale: str = "Blues", fmt: str = ".2f",
-                    x_title: str = "key position j", y_title: str = "query position i", height: int = 340,
-                    annotate: bool | None = None) -> go.Figure:
-    """A (rows, cols) matrix with row 0 on top; cells show their values when annotate (default: small matrices)."""
+                    x_title: str = "", y_title: str = "", height: int = 340,
+                    annotate: bool | None = None, hover: str = "%{y}, %{x}: %{z:.4f}<extra></extra>") -> go.Figure:
+    """A (rows, cols) matrix with row 0 on top; cells show their values when annotate (default: small matrices).
+    Every text (title, axis titles, hover template) comes from the page, in its reader's language."""
     z = z.detach().numpy() if isinstance(z, torch.Tensor) else z
     rows, cols = len(z), len(z[0])
     show_text = rows * cols <= 400 if annotate is None else annotate
@@ -22,7 +25,7 @@ def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: floa
         z=z, x=x_labels if x_labels is not None else list(range(cols)),
         y=y_labels if y_labels is not None else list(range(rows)), zmin=zmin, zmax=zmax, colorscale=colorscale,
         text=[[cell_text(v, fmt) for v in row] for row in z] if show_text else None,
-        texttemplate="%{text}" if show_text else None, hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra></extra>"))
+        texttemplate="%{text}" if show_text else None, hovertemplate=hover))
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10))
     fig.update_xaxes(title=x_title, type="category", side="bottom")
     fig.update_yaxes(title=y_title, type="category", autorange="reversed")
@@ -60,77 +63,163 @@ def log_ticks(values) -> dict:
     return dict(type="log", tickvals=list(values), ticktext=[f"{v:g}" for v in values])
 
 
+# --- From averaging to attention page --------------------------------------------------------------------
+
+def row_sums_figure(queries: list[str], sums: dict, title: str, height: int = 520) -> go.Figure:
+    """Each query's total attention weight, one horizontal bar per recipe (legend name -> values)."""
+    fig = go.Figure()
+    for name, values in sums.items():
+        fig.add_bar(y=queries, x=values, name=name, orientation="h")
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), title=title,
+                      yaxis=dict(autorange="reversed", type="category"), xaxis_range=[0, 1.05],
+                      legend=dict(orientation="h", y=-0.12))
+    return fig
+
+
+def curves_figure(curves: dict, colors, title: str, x_title: str, y_title: str, height: int = 340) -> go.Figure:
+    """Lines (legend name -> (x, y)), in the given colours."""
+    fig = go.Figure()
+    for (name, (x, y)), color in zip(curves.items(), colors):
+        fig.add_scatter(x=x, y=y, name=name, mode="lines", line_color=color)
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_title, yaxis_title=y_title,
+                      title=title)
+    return fig
+
+
+# --- √d scaling page ---------------------------------------------------------------------------------------
+
+RAW, SCALED = "#d62728", "#1f77b4"  # unscaled and scaled scores, the same on every figure of the page
+
+
+def score_histograms(samples, title: str, x_title: str, y_title: str) -> go.Figure:
+    """The raw and scaled scores (columns "q·k", "q·k/√d") as two overlaid histograms."""
+    fig = go.Figure()
+    for column, color in (("q·k", RAW), ("q·k/√d", SCALED)):
+        fig.add_histogram(x=samples[column], name=column, nbinsx=80, opacity=0.6, marker_color=color)
+    fig.update_layout(barmode="overlay", height=330, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_title,
+                      yaxis_title=y_title, title=title)
+    return fig
+
+
+def softmax_rows_figure(raw, scaled, title: str, x_title: str, y_title: str) -> go.Figure:
+    """One query's softmax weights over its keys, from the raw and from the scaled scores."""
+    fig = go.Figure()
+    keys = list(range(len(raw)))
+    fig.add_bar(x=keys, y=raw.softmax(-1).numpy(), name="softmax(q·k)", marker_color=RAW)
+    fig.add_bar(x=keys, y=scaled.softmax(-1).numpy(), name="softmax(q·k/√d)", marker_color=SCALED)
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_title, yaxis_title=y_title,
+                      yaxis_range=[0, 1], title=title)
+    return fig
+
+
+def entropy_figure(curve, d: int, uniform: float, uniform_label: str, title: str, y_title: str) -> go.Figure:
+    """Mean attention entropy against the head size (log axis naming every d), the uniform ceiling, the chosen d."""
+    fig = go.Figure()
+    for column, color in (("q·k", RAW), ("q·k/√d", SCALED)):
+        fig.add_scatter(x=curve["d"], y=curve[column], name=column, mode="lines+markers", line_color=color)
+    fig.add_hline(y=uniform, line_dash="dot", annotation_text=uniform_label)
+    fig.add_vline(x=d, line_dash="dash", line_color="grey")
+    fig.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="d", **log_ticks(curve["d"])),
+                      yaxis_title=y_title, title=title)
+    return fig
+
+
+def jacobian_figure(grad, factor: float, names: dict, title: str, x_title: str) -> go.Figure:
+    """The softmax Jacobian's norm (left axis) and the largest weight (right axis) against the factor on the
+    scores; names: legend names of the columns "jacobian norm" and "largest weight"."""
+    fig = go.Figure()
+    fig.add_scatter(x=grad["factor"], y=grad["jacobian norm"], name=names["jacobian norm"], mode="lines")
+    fig.add_scatter(x=grad["factor"], y=grad["largest weight"], name=names["largest weight"], mode="lines",
+                    yaxis="y2")
+    fig.add_vline(x=factor, line_dash="dash", line_color="grey")
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title=x_title, **log_ticks([0.1, 0.3, 1, 3, 10, 30, 100])),
+                      yaxis_title="‖J‖", yaxis2=dict(title=names["largest weight"], overlaying="y", side="right",
+                                                     range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]),
+                      title=title, legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
 # --- Hyperparameters page ---------------------------------------------------------------------------------
 
 MEMORY_PARTS = {"weights": "#1f77b4", "gradients": "#ff7f0e", "AdamW m + v": "#2ca02c", "master weights": "#9467bd"}
-PATCH_COLORS = {"no patch": "#7f7f7f", "QK-norm": "#1f77b4", "soft-cap": "#d62728"}
+PATCH_COLORS = ("#7f7f7f", "#1f77b4", "#d62728")  # no patch, QK-norm, soft-cap
 
 
 def costs_figure(memory, curve, context: int) -> go.Figure:
     """Stacked training memory per precision, and training FLOPs per token against the context length."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["Training memory (GB)", "Training FLOPs per token vs context"],
-                        horizontal_spacing=0.12)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[
+        t("hyperparameters.fig.memory_title"), t("hyperparameters.fig.flops_title")])
+    precisions = [say(p) for p in memory["precision"]]
     for part, color in MEMORY_PARTS.items():
-        fig.add_bar(x=memory["precision"], y=memory[part], name=part, marker_color=color, row=1, col=1)
+        fig.add_bar(x=precisions, y=memory[part], name=t(f"hyperparameters.columns.{part}"), marker_color=color,
+                    row=1, col=1)
     for column, color in (("6N", "#1f77b4"), ("attention", "#d62728"), ("training total", "#000000")):
-        fig.add_scatter(x=curve["context"], y=curve[column], name=column, mode="lines", line_color=color, row=1, col=2)
+        fig.add_scatter(x=curve["context"], y=curve[column], name=t(f"hyperparameters.fig.curve.{column}"),
+                        mode="lines", line_color=color, row=1, col=2)
     fig.add_vline(x=context, line_dash="dot", line_color="grey", row=1, col=2)
     fig.update_layout(barmode="stack", height=400, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10),
                       legend=dict(orientation="h", y=-0.2))
-    fig.update_xaxes(title_text="context (tokens)", row=1, col=2, **log_ticks(curve["context"][::2]))
-    fig.update_yaxes(type="log", exponentformat="power", row=1, col=2)
+    fig.update_xaxes(title_text=t("hyperparameters.fig.context"), row=1, col=2, **log_ticks(curve["context"][::2]))
+    fig.update_yaxes(type="log", exponentformat="power", dtick=1, row=1, col=2)  # powers of ten only
     return fig
 
 
-def drift_figure(curves, probs, scale: float, cap: float) -> go.Figure:
-    """Entropy and max probability of one attention row against the drift, and its weights at `scale`."""
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07,
-                        subplot_titles=["Entropy (nats)", "Max probability", f"Weights at s = {scale:g}"])
-    for name in ["no patch", "QK-norm", f"soft-cap {cap:g}"]:
-        color = PATCH_COLORS[name.split(" ")[0] if name.startswith("soft") else name]
-        rows = curves[curves["patch"] == name]
-        fig.add_scatter(x=rows["scale"], y=rows["entropy (nats)"], name=name, legendgroup=name, line_color=color,
+def drift_figure(curves, probs, scale: float) -> go.Figure:
+    """Entropy and max probability of one attention row against the drift, and its weights at `scale`; one
+    colour per patch (the columns of `probs`: no patch, QK-norm, soft-cap)."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
+        t("hyperparameters.fig.entropy"), t("hyperparameters.fig.max_prob"),
+        t("hyperparameters.fig.weights_at", scale=scale)])
+    for name, color in zip(probs.columns, PATCH_COLORS):
+        rows, shown = curves[curves["patch"] == name], say(name)
+        fig.add_scatter(x=rows["scale"], y=rows["entropy (nats)"], name=shown, legendgroup=shown, line_color=color,
                         row=1, col=1)
-        fig.add_scatter(x=rows["scale"], y=rows["max prob"], name=name, legendgroup=name, line_color=color,
+        fig.add_scatter(x=rows["scale"], y=rows["max prob"], name=shown, legendgroup=shown, line_color=color,
                         showlegend=False, row=1, col=2)
-        fig.add_bar(x=list(range(len(probs))), y=probs[name], name=name, legendgroup=name, marker_color=color,
+        fig.add_bar(x=list(range(len(probs))), y=probs[name], name=shown, legendgroup=shown, marker_color=color,
                     showlegend=False, row=1, col=3)
     for col in (1, 2):
         fig.add_vline(x=scale, line_dash="dot", line_color="grey", row=1, col=col)
-        fig.update_xaxes(title_text="drift s", row=1, col=col, **log_ticks([0.25, 1, 4, 16, 64]))
-    fig.update_xaxes(title_text="key", row=1, col=3)
+        fig.update_xaxes(title_text=t("hyperparameters.fig.drift"), row=1, col=col, **log_ticks([0.25, 1, 4, 16, 64]))
+    fig.update_xaxes(title_text=t("hyperparameters.fig.key"), row=1, col=3)
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), barmode="group",
                       legend=dict(orientation="h", y=-0.25))
     return fig
 
 
 def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int = 12) -> go.Figure:
-    """z-loss against the common shift, and the two gradients on the most likely characters at `shift`."""
+    """z-loss against the common shift, and the two gradients on the most likely characters at `shift`. Every
+    y axis writes small numbers as 1e-4, never with an SI prefix (Plotly's default would print 100μ)."""
     order = terms["probs"].argsort(descending=True)[:top].tolist()
     chars = [labels[i] for i in order]
     ce_grad, z_grad = terms["cross-entropy gradient"], terms["z-loss gradient"]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=[
-        f"z-loss (cross-entropy stays {terms['cross-entropy']:.3f})",
-        f"∂ cross-entropy / ∂zᵢ (sum {ce_grad.sum().item():+.1e})",
-        f"∂ z-loss / ∂zᵢ (sum {z_grad.sum().item():+.1e})"])
+        t("hyperparameters.fig.z_title", ce=terms["cross-entropy"]),
+        t("hyperparameters.fig.ce_grad_title", total=ce_grad.sum().item()),
+        t("hyperparameters.fig.z_grad_title", total=z_grad.sum().item())])
     fig.add_scatter(x=sweep["shift"], y=sweep["z-loss"], mode="lines", line_color="#9467bd", name="z-loss",
-                    hovertemplate="shift %{x:.1f}: z-loss %{y:.2e}<extra></extra>", row=1, col=1)
+                    hovertemplate=t("hyperparameters.fig.z_hover"), row=1, col=1)
     fig.add_vline(x=shift, line_dash="dot", line_color="grey", row=1, col=1)
-    fig.add_bar(x=chars, y=ce_grad[order].numpy(), marker_color="#1f77b4", name="cross-entropy", row=1, col=2)
-    fig.add_bar(x=chars, y=z_grad[order].numpy(), marker_color="#9467bd", name="z-loss", row=1, col=3)
-    fig.update_xaxes(title_text="shift added to every logit", row=1, col=1)
-    fig.update_xaxes(title_text="the most likely characters", type="category", row=1, col=2)
-    fig.update_xaxes(title_text="the most likely characters", type="category", row=1, col=3)
-    fig.update_yaxes(exponentformat="e", row=1, col=1)
-    fig.update_yaxes(exponentformat="e", row=1, col=3)
+    bar_hover = "'%{x}': %{y:.2e}<extra></extra>"
+    fig.add_bar(x=chars, y=ce_grad[order].numpy(), marker_color="#1f77b4", name="cross-entropy",
+                hovertemplate=bar_hover, row=1, col=2)
+    fig.add_bar(x=chars, y=z_grad[order].numpy(), marker_color="#9467bd", name="z-loss", hovertemplate=bar_hover,
+                row=1, col=3)
+    fig.update_xaxes(title_text=t("hyperparameters.fig.shift"), row=1, col=1)
+    for col in (2, 3):
+        fig.update_xaxes(title_text=t("hyperparameters.fig.likely"), type="category", row=1, col=col)
+    fig.update_yaxes(exponentformat="e")
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), showlegend=False)
     return fig
 
 
 # --- Multi-head page --------------------------------------------------------------------------------------
 
-def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2) -> go.Figure:
-    """Attention patterns (H, T, T) of one layer, `columns` heads to a row, characters on both axes."""
+def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
+              hover: str = "%{y} '%{customdata[1]}' → %{x} '%{customdata[0]}': %{z:.3f}<extra></extra>") -> go.Figure:
+    """Attention patterns (H, T, T) of one layer, `columns` heads to a row, characters on both axes.
+    hover: the page's template, with the query's and key's characters as customdata[1] and customdata[0]."""
     patterns = patterns.detach().numpy() if isinstance(patterns, torch.Tensor) else patterns
     rows = -(-len(patterns) // columns)
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=titles, horizontal_spacing=0.08,
@@ -139,8 +228,7 @@ def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2) 
     for h, z in enumerate(patterns):
         fig.add_heatmap(z=z, x=ticks, y=ticks, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
                         customdata=[[(labels[j], labels[i]) for j in ticks] for i in ticks],
-                        hovertemplate="query %{y} '%{customdata[1]}' → key %{x} '%{customdata[0]}': "
-                                      "%{z:.3f}<extra></extra>", row=h // columns + 1, col=h % columns + 1)
+                        hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
     axis = dict(tickmode="array", tickvals=ticks, ticktext=labels, tickangle=0, tickfont=dict(size=9))
     fig.update_xaxes(**axis)
     fig.update_yaxes(autorange="reversed", **axis)
@@ -174,53 +262,120 @@ def circular_gap(a: float, b: float) -> float:
     return min(gap, 2 * math.pi - gap)
 
 
-def rope_pair_figure(path, sweep, pair: int, steps: int) -> go.Figure:
-    """One channel pair of q rotated to positions 0..steps: arrows from the origin, the swept arc, a circle."""
+def rope_pair_figure(path, sweep, steps: int, texts: dict) -> go.Figure:
+    """One channel pair of q rotated to positions 0..steps: arrows from the origin, the swept arc, a circle.
+    texts: the page's words for "title", "x_title", "y_title", "circle", "swept" and "position" (hover)."""
     radius = float(np.hypot(path["x"][0], path["y"][0]))
     circle = np.linspace(0, 2 * np.pi, 200)
     fig = go.Figure()
     fig.add_scatter(x=radius * np.cos(circle), y=radius * np.sin(circle), mode="lines", hoverinfo="skip",
-                    line=dict(color="lightgrey", dash="dot"), name="circle")
+                    line=dict(color="lightgrey", dash="dot"), name=texts["circle"])
     fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77b4", width=3),
-                    name=f"angle swept from 0 to {steps}", hoverinfo="skip")
+                    name=texts["swept"], hoverinfo="skip")
     labels = pair_labels(path["angle (rad)"].tolist())
     for row, label in zip(path.itertuples(), labels):
         fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
                         marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),
                         line=dict(color="rgba(31,119,180,0.35)"), text=["", label], textposition="top center",
-                        hovertemplate=f"position {row.position}<extra></extra>")
-    fig.update_layout(height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=f"channel {2 * pair}",
-                      yaxis_title=f"channel {2 * pair + 1}", yaxis_scaleanchor="x",
-                      legend=dict(orientation="h", y=-0.15),
-                      title=f"q's pair {pair} at positions 0–{steps}: "
-                            f"θ_{pair} = {path['angle (rad)'][1]:.4g} rad per token")
+                        hovertemplate=f"{texts['position']} {row.position}<extra></extra>")
+    fig.update_layout(height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=texts["x_title"],
+                      yaxis_title=texts["y_title"], yaxis_scaleanchor="x", legend=dict(orientation="h", y=-0.15),
+                      title=texts["title"])
+    return fig
+
+
+def frequencies_figure(freqs, names: dict, title: str, x_title: str) -> go.Figure:
+    """Per-pair columns of `freqs` (column -> legend name) on one log axis, powers of ten written as 10ⁿ."""
+    fig = go.Figure()
+    for column, name in names.items():
+        fig.add_scatter(x=freqs["pair"], y=freqs[column], mode="lines+markers", name=name)
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), yaxis_type="log", xaxis_title=x_title,
+                      yaxis_exponentformat="power", legend=dict(orientation="h", y=-0.2), title=title)
+    return fig
+
+
+# --- FFN page ---------------------------------------------------------------------------------------------
+
+ACTIVATION_COLORS = {"ReLU": "#7f7f7f", "GELU": "#2ca02c", "SiLU": "#d62728"}
+
+
+def activation_figure(curves, shown: list[str]) -> go.Figure:
+    """The activations picked, each over the same grid of z."""
+    fig = go.Figure()
+    for name in shown:
+        fig.add_scatter(x=curves["z"], y=curves[name], name=name, mode="lines", line_color=ACTIVATION_COLORS[name])
+    fig.update_layout(height=330, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="z",
+                      yaxis_title=t("ffn_swiglu.fig.activation"))
+    return fig
+
+
+def gate_figure(readout: dict, n_units: int) -> go.Figure:
+    """The SiLU branch, the linear gate and their product (what W₂ receives) side by side, one colour scale."""
+    panels = ["silu(w1 x)", "w3 x", "silu(w1 x) ⊙ w3 x"]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=panels, horizontal_spacing=0.06)
+    limit = max(abs(readout[p][:, :n_units]).max() for p in panels)
+    for col, name in enumerate(panels, start=1):
+        fig.add_heatmap(z=readout[name][:, :n_units], colorscale="RdBu", zmid=0, zmin=-limit, zmax=limit,
+                        showscale=col == 3, row=1, col=col,
+                        hovertemplate=t("ffn_swiglu.fig.gate_hover") + "<extra>" + name + "</extra>")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text=t("ffn_swiglu.fig.token"), row=1, col=1)
+    fig.update_xaxes(title_text=t("ffn_swiglu.fig.unit"))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10))
+    return fig
+
+
+def ffn_budget_figure(names: list[str], counted, d_model: int) -> go.Figure:
+    """Parameters of each FFN variant, counted on the real module, against the 8·d² of the classic MLP."""
+    fig = go.Figure(go.Bar(x=names, y=counted, marker_color=["#7f7f7f", "#d62728", "#ff9896"],
+                           text=[f"{v:,}" for v in counted], textposition="auto",
+                           hovertemplate="%{x}: %{y:,}<extra></extra>"))
+    fig.add_hline(y=8 * d_model ** 2, line_dash="dot", annotation_text="8·d²")
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis_title=t("ffn_swiglu.fig.parameters"))
     return fig
 
 
 # --- Residual stream & norms page -------------------------------------------------------------------------
 
-def race_loss_figure(loss, colors: dict) -> go.Figure:
-    """Per-step training loss of each variant (faint) and its moving average (bold)."""
+def race_loss_figure(loss, colors: dict, names: dict) -> go.Figure:
+    """Per-step training loss of each variant (faint) and its moving average (bold); `names` labels the variants."""
     fig = go.Figure()
     for label, rows in loss.groupby("variant", sort=False):
         fig.add_scatter(x=rows["step"], y=rows["loss"], mode="lines", line=dict(color=colors[label], width=1),
                         opacity=0.25, showlegend=False, hoverinfo="skip")
-        fig.add_scatter(x=rows["step"], y=rows["smoothed"], mode="lines", name=label, line_color=colors[label])
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title="step",
-                      yaxis_title="training loss (nats)", legend=dict(orientation="h", y=-0.2),
-                      title="Training loss (faint: per step, bold: moving average)")
+        fig.add_scatter(x=rows["step"], y=rows["smoothed"], mode="lines", name=names[label], line_color=colors[label],
+                        hovertemplate=t("residual_norm.fig.loss_hover"))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=t("residual_norm.fig.step"),
+                      yaxis_title=t("residual_norm.fig.loss"), legend=dict(orientation="h", y=-0.2),
+                      title=t("residual_norm.fig.loss_title"))
     return fig
 
 
-def layer_figure(frame, colors: dict, title: str, y_title: str, log: bool = False) -> go.Figure:
-    """One line per variant over the layers; the legend sits below, so two plots side by side keep their width."""
+def layer_figure(frame, colors: dict, names: dict, title: str, y_title: str, log: bool = False) -> go.Figure:
+    """One line per variant over the layers. No legend: two of these stand side by side under the loss chart,
+    which names the same colours, and a legend below each would take the height its plot needs."""
     fig = go.Figure()
     for label, rows in frame.groupby("variant", sort=False):
-        fig.add_scatter(x=rows["layer"], y=rows["norm"], mode="lines+markers", name=label, line_color=colors[label])
-    fig.update_layout(height=400, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), title=title,
-                      xaxis=dict(title="layer", dtick=1 if frame["layer"].nunique() <= 16 else None),
-                      yaxis=dict(title=y_title, type="log" if log else "linear", exponentformat="power"),
-                      legend=dict(orientation="h", y=-0.25))
+        fig.add_scatter(x=rows["layer"], y=rows["norm"], mode="lines+markers", name=names[label],
+                        line_color=colors[label], showlegend=False,
+                        hovertemplate=t("residual_norm.fig.layer_hover"))
+    dtick = 1 if frame["layer"].nunique() <= 16 else None
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), title=title,
+                      xaxis=dict(title=t("residual_norm.fig.layer"), dtick=dtick),
+                      yaxis=dict(title=y_title, type="log" if log else "linear", exponentformat="power"))
+    return fig
+
+
+NORM_VECTOR_COLORS = ("#7f7f7f", "#1f77b4", "#d62728", "#ff9896")
+
+
+def norm_vector_figure(outputs) -> go.Figure:
+    """The vector and its three normalised versions, component by component."""
+    fig = go.Figure()
+    for column, color in zip(outputs.columns, NORM_VECTOR_COLORS):
+        fig.add_bar(x=list(range(len(outputs))), y=outputs[column], name=column, marker_color=color)
+    fig.update_layout(barmode="group", height=340, margin=dict(l=10, r=10, t=30, b=10),
+                      xaxis_title=t("residual_norm.fig.component"), yaxis_title=t("residual_norm.fig.value"))
     return fig
 
 
@@ -228,20 +383,32 @@ def layer_figure(frame, colors: dict, title: str, y_title: str, log: bool = Fals
 
 def merge_layout_figure(values, title: str) -> go.Figure:
     """Where each channel of the merged (T, H·d_head) tensor came from. A value v = 100·h + t is printed as
-    'h{h} t{t}' and coloured by its head h."""
+    'h{h} t{t}' and coloured by its head h; past 16 channels the two parts stack, so every cell stays legible."""
     values = values.detach().numpy() if isinstance(values, torch.Tensor) else values
-    labels = [[f"h{int(v) // 100} t{int(v) % 100}" for v in row] for row in values.tolist()]
+    cols = len(values[0])
+    narrow = cols > 16
+    labels = [[f"h{int(v) // 100}{'<br>' if narrow else ' '}t{int(v) % 100}" for v in row] for row in values.tolist()]
     head = values // 100
-    n_heads, cols = int(head.max()) + 1, len(values[0])
+    n_heads = int(head.max()) + 1
     palette = qualitative.Pastel1 * 2
     scale = [[h / max(1, n_heads - 1), palette[h]] for h in range(max(2, n_heads))]  # one colour per head
     fig = go.Figure(go.Heatmap(z=head, text=labels, texttemplate="%{text}", colorscale=scale, zmin=0,
-                               zmax=max(1, n_heads - 1), showscale=False, xgap=1, ygap=1,
-                               textfont=dict(size=12 if cols <= 16 else 10),
-                               hovertemplate="row %{y}, channel %{x}: %{text}<extra></extra>"))
-    fig.update_layout(title=title, height=90 + 40 * len(values), margin=dict(l=10, r=10, t=40, b=10))
-    fig.update_xaxes(title="channel of the merged vector", dtick=1)
-    fig.update_yaxes(title="row", autorange="reversed", dtick=1)
+                               zmax=max(1, n_heads - 1), showscale=False, xgap=1, ygap=1, textfont=dict(size=12),
+                               hovertemplate=t("assembled_gpt.fig.merge_hover")))
+    fig.update_layout(title=title, height=90 + (56 if narrow else 40) * len(values),
+                      margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_xaxes(title=t("assembled_gpt.fig.channel"), dtick=1)
+    fig.update_yaxes(title=t("assembled_gpt.fig.row"), autorange="reversed", dtick=1)
+    return fig
+
+
+def shares_figure(shares, total: int) -> go.Figure:
+    """Where the parameters live: one bar per part, its count and share printed on it."""
+    fig = go.Figure(go.Bar(x=shares["parameters"], y=[say(p) for p in shares["part"]], orientation="h",
+                           text=[f"{p:,} ({s:.1%})" for p, s in zip(shares["parameters"], shares["share"])],
+                           textposition="auto", marker_color="#1f77b4", hovertemplate="%{y}: %{x:,}<extra></extra>"))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=t("assembled_gpt.fig.parameters"),
+                      yaxis_autorange="reversed", title=t("assembled_gpt.fig.shares_title", total=total))
     return fig
 
 
@@ -253,15 +420,15 @@ def diagram_figure(diagram: dict) -> go.Figure:
     fig = go.Figure()
     first, last = diagram["block"]
     fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=-0.7, y1=1.05, line=dict(dash="dash", color="#999"))
-    fig.add_annotation(x=(first + last) / 2, y=1.05, text=diagram["block_label"], showarrow=False, yanchor="bottom",
-                       font=dict(size=12, color="#222"))
+    fig.add_annotation(x=(first + last) / 2, y=1.05, text=say(diagram["block_label"]), showarrow=False,
+                       yanchor="bottom", font=dict(size=12, color="#222"))
     for i, node in enumerate(diagram["nodes"]):
         half = 0.16 if node["kind"] == "add" else 0.46
         if node["kind"] in NODE_COLORS:
             fig.add_shape(type="circle" if node["kind"] == "add" else "rect", x0=i - half, x1=i + half,
                           y0=-half if node["kind"] == "add" else -0.5, y1=half if node["kind"] == "add" else 0.5,
                           fillcolor=NODE_COLORS[node["kind"]], line=dict(color="#666", width=1), layer="below")
-        fig.add_annotation(x=i, y=0, text=node["label"], showarrow=False, font=dict(size=11, color="#222"))
+        fig.add_annotation(x=i, y=0, text=say(node["label"]), showarrow=False, font=dict(size=11, color="#222"))
         if i:
             prev = 0.16 if diagram["nodes"][i - 1]["kind"] == "add" else 0.46
             fig.add_annotation(x=i - half, y=0, ax=i - 1 + prev, ay=0, xref="x", yref="y", axref="x", ayref="y",
@@ -271,7 +438,8 @@ def diagram_figure(diagram: dict) -> go.Figure:
                       line=dict(dash="dot", color="#1f77b4"))
         fig.add_annotation(x=b, y=0.17, ax=b, ay=0.55, xref="x", yref="y", axref="x", ayref="y", text="",
                            showarrow=True, arrowhead=2, arrowcolor="#1f77b4")
-        fig.add_annotation(x=(a + b) / 2, y=0.93, text="residual", showarrow=False, font=dict(size=10, color="#1f77b4"))
+        fig.add_annotation(x=(a + b) / 2, y=0.93, text=t("assembled_gpt.fig.residual"), showarrow=False,
+                           font=dict(size=10, color="#1f77b4"))
     fig.update_xaxes(visible=False, range=[-0.55, len(diagram["nodes"]) - 0.45])
     fig.update_yaxes(visible=False, range=[-0.8, 1.35])
     fig.update_layout(height=230, margin=dict(l=0, r=0, t=0, b=0), plot_bgcolor="white", showlegend=False)

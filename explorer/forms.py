@@ -22,11 +22,13 @@ from gptcore import runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
 from gptcore.describe import count_params
-from gptcore.errors import UserError
+from gptcore.device import accelerators
+from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
-from gptcore.sources import CorpusSource, tinystories_cached
+from gptcore.sources import CorpusSource, allowed_path, data_folder, tinystories_cached
 
 from . import training
+from .i18n import say
 from .jobs import JobRefused
 from .ui import job_registry
 
@@ -82,13 +84,18 @@ def values(cls) -> dict:
                                    for s in widget_settings(cls) if shown(s, cls)}}
 
 
-def problems(cls) -> dict[str, str]:
+def problems(cls) -> dict[str, Message]:
     """{label: message} of the shown fields whose value is not allowed."""
     found = {}
     for s in widget_settings(cls):
         if shown(s, cls) and (message := s.problem(ss.get(PREFIX[cls] + s.name))) is not None:
             found[s.label] = message
     return found
+
+
+def vocab_size(tokenizer) -> int:
+    """The vocabulary a new run will have: the corpus's characters, or at most the BPE size asked for."""
+    return ss.tr_t_bpe_vocab if ss.get("tr_t_tokenizer") == "bpe" else tokenizer.vocab_size
 
 
 def model_config(vocab_size: int) -> GPTConfig:
@@ -108,6 +115,8 @@ def field_help(s: Setting) -> str:
 def field_widget(container, s: Setting, key: str, default) -> None:
     """The widget of one field: a toggle, a selectbox of its choices, or a number input with its step."""
     common = dict(key=key, help=field_help(s), **KEEP)
+    if s.name == "device":  # a choice only where this machine has an accelerator
+        common["disabled"] = not accelerators()
     if s.kind is bool:
         container.toggle(s.label, value=default, **common)
     elif s.choices:
@@ -118,7 +127,7 @@ def field_widget(container, s: Setting, key: str, default) -> None:
                                **common)
 
 
-def field_inputs(cls, columns) -> dict[str, str]:
+def field_inputs(cls, columns) -> dict[str, Message]:
     """Every widget field of cls, alternating between two columns, its problem (if any) under it.
 
     A field that does not apply now (warmup with a constant schedule) leaves its slot empty, so no other field
@@ -151,21 +160,26 @@ def file_stamp(source: CorpusSource):
     return (path.stat().st_mtime, path.stat().st_size) if source.kind == "file" and path.is_file() else None
 
 
-@st.cache_data(max_entries=4, show_spinner="Preparing the corpus…")
-def cached_corpus(source: CorpusSource, upload: bytes | None, stamp):
-    corpus = source.load(upload)
+# A resource, not data: st.cache_data would hand every rerun its own unpickled copy of a text that may be 60 MB
+# (and hash the upload's bytes each time). The corpus and its tokenizer are never changed after they are made.
+@st.cache_resource(max_entries=2, show_spinner="Preparing the corpus…")
+def cached_corpus(source: CorpusSource, upload_id: str | None, stamp, _upload=None):
+    corpus = source.load(_upload.getvalue() if _upload is not None else None)
     return corpus, CharTokenizer.from_text(corpus.text)
 
 
 def corpus_for(source: CorpusSource, upload_key: str = "tr_upload"):
-    """(corpus, tokenizer) of a source; CorpusError when it cannot be read."""
+    """(corpus, tokenizer) of a source; CorpusError when it cannot be read, or a server path is outside the
+    folders the app reads from (sources.allowed_path)."""
     if source.max_chars is not None and source.max_chars < 1:
-        raise CorpusError(f"the number of characters to use must be 0 (all of them) or more, got {source.max_chars:,}")
+        raise CorpusError("forms.max_chars_negative", "the number of characters to use must be 0 (all of them) or "
+                          "more, got {n:,}", n=source.max_chars)
     if source.kind == "tinystories" and not tinystories_cached():
-        raise CorpusError("download the TinyStories validation split first (button above)")
-    upload = ss.get(upload_key)
-    return cached_corpus(source, upload.getvalue() if upload and source.kind == "upload" else None,
-                         file_stamp(source))
+        raise CorpusError("forms.download_first", "download the TinyStories validation split first (button above)")
+    if source.kind == "file" and source.path.strip():
+        source = replace(source, path=str(allowed_path(source.path.strip())))
+    upload = ss.get(upload_key) if source.kind == "upload" else None
+    return cached_corpus(source, upload.file_id if upload else None, file_stamp(source), upload)
 
 
 def corpus_context() -> str:
@@ -174,17 +188,24 @@ def corpus_context() -> str:
     return repr((current_source(), upload.file_id if upload else None))
 
 
-def corpus_problem(corpus, tokenizer: CharTokenizer) -> str | None:
+def corpus_problem(corpus, tokenizer: CharTokenizer) -> Message | None:
     """What makes a readable corpus untrainable with the form's context, said before anyone presses Start."""
     if tokenizer.vocab_size < 2:
-        return f"the corpus uses a single character ({tokenizer.chars[0]!r}): there is nothing to predict"
+        return message("train.single_char", "the corpus uses a single character ({char}): there is nothing to "
+                       "predict", char=repr(tokenizer.chars[0]))
     context = ss.get("tr_m_context")
     if settings(GPTConfig)["context"].problem(context) is None:
         try:
             check_trainable(len(corpus.text), context)
         except CorpusError as e:
-            return str(e)
+            return e.message
     return None
+
+
+def server_folders_note() -> Message:
+    return message("forms.server_folders", "Only files inside the project folder ({project}) or the data folder "
+                   "({data}; set GPTCORE_DATA to choose another) are read from the server. Upload any other file.",
+                   project=ckpt.PROJECT_ROOT, data=data_folder())
 
 
 def corpus_inputs():
@@ -200,6 +221,7 @@ def corpus_inputs():
         st.file_uploader("UTF-8 text file", type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":
         st.text_input("Path on the server", value="", key="tr_path", placeholder="/path/to/stories.txt", **KEEP)
+        st.caption(say(server_folders_note()))
     else:
         download_tinystories()
     if kind != "builtin":
@@ -212,11 +234,11 @@ def corpus_inputs():
     try:
         corpus, tokenizer = corpus_for(current_source())
     except CorpusError as e:
-        st.error(str(e))
+        st.error(say(e))
         return None
     st.caption(f"{len(corpus.text):,} characters · {tokenizer.vocab_size:,} distinct · 90% train / 10% validation")
     if problem := corpus_problem(corpus, tokenizer):
-        st.error(problem)
+        st.error(say(problem))
         return None
     return tokenizer
 
@@ -236,17 +258,20 @@ def download_tinystories() -> None:
             CorpusSource("tinystories").load(progress=progress)
             bar.progress(1.0, text="done")
         except CorpusError as e:
-            st.error(str(e))
+            st.error(say(e))
 
 
 # ---------------------------------------------------------------- what the numbers mean
 
-def params_note(cfg: GPTConfig) -> list[str]:
-    """Sentences on where the parameters are: the character tables grow with the vocabulary, 2·d_model each."""
+def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
+    """Sentences on where the parameters are: the token tables grow with the vocabulary, 2·d_model each."""
     total, d, vocab = count_params(cfg), cfg.d_model, cfg.vocab_size
     tables = 2 * d * vocab
-    notes = [f"The embedding and the output head hold d_model = {d} numbers per character each, {2 * d} per "
-             f"character in all: {tables:,} of the {total:,} ({tables / total:.0%}) for these {vocab:,} characters."]
+    unit = "BPE token" if bpe else "character"
+    notes = [f"The embedding and the output head hold d_model = {d} numbers per {unit} each, {2 * d} per "
+             f"{unit} in all: {tables:,} of the {total:,} ({tables / total:.0%}) for these {vocab:,} {unit}s."]
+    if bpe:
+        return notes
     if tables > total / 2:
         notes.append(f"Most of this model is its two character tables: a text with thousands of distinct "
                      f"characters (Chinese, say) pays {2 * d} parameters for each, whatever the layers hold.")
@@ -259,18 +284,19 @@ def params_note(cfg: GPTConfig) -> list[str]:
     return notes
 
 
-def name_problem(name: str) -> str | None:
+def name_problem(name: str) -> Message | None:
     """Why a new run cannot be saved under `name`; None when it can."""
     try:
         folder = ckpt.checkpoint_dir(name)
     except ckpt.CheckpointError as e:
-        return str(e)
+        return e.message
     if folder.name in job_registry().live() or (folder / "model.safetensors").exists():
-        return f"a run named '{folder.name}' already exists: choose another name"
+        return message("forms.name_taken", "a run named '{name}' already exists: choose another name",
+                       name=folder.name)
     return None
 
 
-def start_blockers(tokenizer, model_problem, train_invalid) -> list[str]:
+def start_blockers(tokenizer, model_problem, train_invalid) -> list[Message | str]:
     """Every reason Start is off now, in words."""
     reasons = []
     if (job := job_registry().active()) is not None:
@@ -283,7 +309,7 @@ def start_blockers(tokenizer, model_problem, train_invalid) -> list[str]:
     if train_invalid:
         reasons.append(f"Training: fix {', '.join(f'**{label}**' for label in train_invalid)}.")
     if problem := name_problem(ss.tr_name):
-        reasons.append(f"Run name: {problem}.")
+        reasons.append(message("forms.name_problem", "Run name: {problem}.", problem=problem))
     return reasons
 
 
@@ -301,7 +327,7 @@ def start_new_run() -> None:
         training.start_run(registry, trainer)
         ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
     except UserError as e:
-        ss.tr_feedback = (str(e), corpus_context(), isinstance(e, JobRefused))
+        ss.tr_feedback = (e.message, corpus_context(), isinstance(e, JobRefused))
 
 
 def fresh(run: runs.RunInfo) -> runs.RunInfo:
@@ -316,11 +342,11 @@ def run_action(action):
         try:
             action(run)
         except UserError as e:
-            ss.tr_runs_feedback = (str(e), run.name)
+            ss.tr_runs_feedback = (e.message, run.name)
     return callback
 
 
-def run_feedback(run: runs.RunInfo) -> str | None:
+def run_feedback(run: runs.RunInfo) -> Message | None:
     """The last action's error, only while the run it was about is the one shown."""
     message, name = ss.get("tr_runs_feedback") or (None, None)
     return message if name == run.name else None

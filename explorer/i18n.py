@@ -29,7 +29,7 @@ from pathlib import Path
 import streamlit as st
 
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
-from gptcore.errors import Message, UserError
+from gptcore.errors import Message, UserError, shown
 
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
@@ -93,7 +93,7 @@ def t(key: str, **values) -> str:
     A key missing from the catalog is a bug, so it raises KeyError rather than showing the key to a learner.
     """
     text = catalog(language())[key]
-    return text.format(**{k: say(v) if isinstance(v, Message) else v for k, v in values.items()}) if values \
+    return text.format(**{k: say(v) if isinstance(v, Message) else shown(v) for k, v in values.items()}) if values \
         else text
 
 

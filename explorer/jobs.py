@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gptcore.errors import UserError
+from gptcore.errors import Message, UserError, message
 from gptcore.runs import ACTIVE
 from gptcore.threads import use_threads
 from gptcore.train import TrainControl
@@ -45,14 +45,14 @@ def yield_to_the_ui() -> None:
 class JobRefused(UserError, RuntimeError):
     """A job could not start because another one is active."""
 
-    @classmethod
-    def blocked_by(cls, busy: Job) -> JobRefused:
+    @staticmethod
+    def blocked_by(busy: Job) -> JobRefused:
         state = busy.state
         if state.status == "paused":
-            return cls(f"'{state.name}' ({state.kind}) is paused, not finished; stop it, or resume it and wait "
-                       "for it to finish, before starting another job.")
-        return cls(f"'{state.name}' ({state.kind}) is already running; "
-                   "stop it or wait for it to finish before starting another job.")
+            return JobRefused("jobs.paused", "'{name}' ({kind}) is paused, not finished; stop it, or resume it and "
+                              "wait for it to finish, before starting another job.", name=state.name, kind=state.kind)
+        return JobRefused("jobs.running", "'{name}' ({kind}) is already running; stop it or wait for it to finish "
+                          "before starting another job.", name=state.name, kind=state.kind)
 
 
 @dataclass
@@ -60,7 +60,7 @@ class JobState:
     name: str
     kind: str
     status: str = "starting"  # starting | running | paused | stopping | finished | stopped | failed
-    message: str = ""
+    message: Message | str = ""  # why it failed (a Message, shown with i18n.say); a job's own progress note
     traceback: str = ""  # set only when a bug (not a user error) ended the job
     progress: float = 0.0  # 0..1
     data: dict = field(default_factory=dict)  # job-specific live data (curves, samples, ...)
@@ -95,11 +95,14 @@ class Job:
             final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")
             self.update(status=final, ended=time.time())
         except UserError as e:  # bad corpus, divergence, a busy folder...: the message is for the user
-            self.update(status="failed", message=str(e), ended=time.time())
+            self.update(status="failed", message=e.message, ended=time.time())
         except Exception as e:  # a bug: keep the whole story, for the log and behind the UI's short message
             log.exception("job %r (%s) failed", self.state.name, self.state.kind)
-            self.update(status="failed", message=f"An unexpected error stopped it: {type(e).__name__}: {e}",
+            self.update(status="failed", message=message("jobs.bug", "An unexpected error stopped it: {error}",
+                                                         error=f"{type(e).__name__}: {e}"),
                         traceback=traceback.format_exc(), ended=time.time())
+        finally:
+            self._fn = None  # what it held (a trainer, its corpus's ids) goes with it; the registry keeps the state
 
     def update(self, **changes) -> None:
         with self._lock:

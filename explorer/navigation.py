@@ -8,7 +8,7 @@ SECTIONS = {
                  ("multihead_order", "shuffle"), ("rope", "rotate_right"), ("ffn_swiglu", "call_split"),
                  ("residual_norm", "stacked_line_chart"), ("assembled_gpt", "account_tree"),
                  ("hyperparameters", "tune"), ("recap", "flag")],
-    "lab": [("training", "model_training"), ("inspector", "biotech")],
+    "lab": [("training", "model_training"), ("inspector", "biotech"), ("trace", "timeline")],
 }
 DEFAULT_PAGE = "home"
 PAGE_STEMS = [stem for pages in SECTIONS.values() for stem, _ in pages]

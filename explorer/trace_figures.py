@@ -1,7 +1,7 @@
-"""Plotly figures for the Trace and Look deeper pages, drawn from gptcore.interp's stages and tables.
+"""Plotly figures (and two small HTML blocks) for the Trace page, drawn from gptcore.interp's stages and tables.
 
-Every figure here is sized to be read at 1440×900 beside the app's sidebar: bars or small heatmaps, one value per
-cell in the hover, no figure taller than a screen.
+Every figure is sized to be read at 1440×900 beside the sidebar: bars or small heatmaps, the exact value of each
+cell in its hover, no figure taller than a screen. Every word on them comes from the `trace.fig` catalog.
 """
 from __future__ import annotations
 
@@ -10,24 +10,20 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 import torch
+import torch.nn.functional as F
 from plotly.subplots import make_subplots
 
+from explorer.i18n import t
 from gptcore.interp import Stage, Trace
 
 DIVERGING = "RdBu_r"  # negative blue, positive red, zero white
 WEIGHTS = "Blues"
 FONT = dict(size=13)
 MONO = dict(family="monospace", size=13)
-GROUP_COLOURS = {"input": "#72b7b2", "attention": "#4c78a8", "FFN": "#f58518", "output": "#54a24b"}
+SECTION_COLOURS = {"input": "#72b7b2", "attention": "#4c78a8", "ffn": "#f58518", "output": "#54a24b"}
 CURRENT = "#e45756"
-
-# Short labels for the diagram, by the part of a stage's key after the layer
-DIAGRAM_LABELS = {
-    "token": "token", "embed": "embed", "pos_embed": "+ pos", "ln1": "norm", "qkv": "q k v", "rope": "RoPE",
-    "scores": "q·k/√d", "pattern": "softmax", "z": "Σ w·v", "result": "W_O", "resid_mid": "+ add",
-    "ln2": "norm", "ffn_pre": "w1", "ffn_act": "act", "ffn_gate": "w3", "ffn_hidden": "⊙", "ffn_out": "w2",
-    "resid_post": "+ add", "ln_f": "norm", "logits": "logits", "probs": "probs", "next": "next",
-}
+ACTIVATIONS = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}
+WINDOW = 48  # positions a per-position figure shows at once, so each cell stays wide enough to read
 
 
 def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
@@ -36,241 +32,245 @@ def _layout(fig: go.Figure, title: str, height: int, **kw) -> go.Figure:
     return fig
 
 
-def _part(stage_key: str) -> str:
-    return stage_key.split(".", 1)[-1]
+def window(position: int, T: int, size: int = WINDOW) -> range:
+    """`size` consecutive positions of 0…T-1 around `position` (all of them when T is small)."""
+    start = min(max(0, position - size // 2), max(0, T - size))
+    return range(start, min(T, start + size))
 
 
-def _colour(stage: Stage) -> str:
-    for name in ("attention", "FFN"):
-        if name in stage.group:
-            return GROUP_COLOURS[name]
-    return GROUP_COLOURS.get(stage.group, "#888")
+def position_names(labels: list[str], positions) -> list[str]:
+    return [f"{i} '{labels[i]}'" for i in positions]
 
 
 # --- the diagram of the whole pass ---------------------------------------------------------------------------------
 
-def diagram_positions(tr: Trace) -> list[tuple[float, float]]:
-    """(x, y) of every stage: one row for the input, one per layer, one for the output; stages left to right."""
-    rows: dict[str, int] = {}
+def diagram_positions(tr: Trace) -> list[tuple[int, int]]:
+    """(column, row) of every stage: one row for the input, one per layer, one for the output."""
+    n_layer = max((s.layer for s in tr.stages if s.layer is not None), default=-1) + 1
+    columns: dict[int, int] = {}
     xy = []
     for stage in tr.stages:
-        row = "input" if stage.group == "input" else "output" if stage.group == "output" else f"L{stage.layer}"
-        column = rows.get(row, 0)
-        rows[row] = column + 1
-        y = {"input": 0}.get(row, None)
-        if y is None:
-            y = stage.layer + 1 if row != "output" else max(s.layer or 0 for s in tr.stages) + 2
-        xy.append((column, y))
+        row = 0 if stage.section == "input" else n_layer + 1 if stage.section == "output" else stage.layer + 1
+        xy.append((columns.get(row, 0), row))
+        columns[row] = columns.get(row, 0) + 1
     return xy
 
 
-def pass_diagram(tr: Trace, current: int) -> go.Figure:
-    """Every stage of the pass as a box, in order, wired up; the current stage lit. Click a box to go there."""
+def pass_diagram(tr: Trace, current: int, titles: list[str]) -> go.Figure:
+    """Every stage as a box, in order, wired up; the current one lit and pointed at. A click selects a stage."""
     xy = diagram_positions(tr)
     xs, ys = [p[0] for p in xy], [p[1] for p in xy]
-    labels = [DIAGRAM_LABELS.get(_part(s.key), s.key) for s in tr.stages]
-    colours = [CURRENT if i == current else _colour(s) for i, s in enumerate(tr.stages)]
-    sizes = [34 if i == current else 26 for i in range(len(tr.stages))]
     n_rows = max(ys) + 1
-    row_names = ["input"] + [f"layer {i}" for i in range(n_rows - 2)] + ["output"]
+    labels = [t(f"trace.diagram.{s.step}") for s in tr.stages]
+    colours = [CURRENT if i == current else SECTION_COLOURS[s.section] for i, s in enumerate(tr.stages)]
+    sizes = [34 if i == current else 24 for i in range(len(tr.stages))]
+    shapes = ["×".join(map(str, s.shape)) or "1" for s in tr.stages]
+    row_names = [t("trace.diagram.row_input")] + [t("trace.diagram.row_layer", layer=i) for i in range(n_rows - 2)] \
+        + [t("trace.diagram.row_output")]
     fig = go.Figure()
-    # the path the vector takes: along each row, then down to the next row's start
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="#bbb", width=2), hoverinfo="skip",
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="#ccc", width=2), hoverinfo="skip",
                              showlegend=False))
     fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="markers+text", text=labels, textposition="bottom center",
-        textfont=dict(size=11), customdata=[[s.name, "×".join(map(str, s.shape)) or "scalar"] for s in tr.stages],
+        x=xs, y=ys, mode="markers+text", text=labels, textposition="bottom center", textfont=dict(size=12),
+        customdata=[[i, titles[i], shapes[i]] for i in range(len(titles))],
         marker=dict(symbol="square", size=sizes, color=colours, line=dict(color="white", width=1)),
-        hovertemplate="%{customdata[0]}<br>shape (%{customdata[1]})<extra>click to show</extra>",
-        showlegend=False))
-    fig.add_annotation(x=xs[current], y=ys[current], text="▼", showarrow=False, yshift=24,
+        selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
+        hovertemplate=t("trace.fig.diagram_hover") + "<extra></extra>", showlegend=False))
+    fig.add_annotation(x=xs[current], y=ys[current], text="▼", showarrow=False, yshift=26,
                        font=dict(color=CURRENT, size=16))
     fig.update_xaxes(visible=False, range=[-0.7, max(xs) + 0.7], fixedrange=True)
-    fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=row_names, autorange="reversed", fixedrange=True,
-                     showgrid=False, zeroline=False, range=[n_rows - 0.4, -0.7])
-    fig.update_layout(height=70 + 62 * n_rows, margin=dict(l=70, r=10, t=10, b=10), font=FONT,
+    fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=row_names, fixedrange=True, showgrid=False,
+                     zeroline=False, range=[n_rows - 0.45, -0.75], tickfont=dict(size=13))
+    fig.update_layout(height=60 + 58 * n_rows, margin=dict(l=80, r=10, t=10, b=10), font=FONT,
                       clickmode="event+select", dragmode=False, plot_bgcolor="white")
     return fig
 
 
 # --- a text to click a position on ----------------------------------------------------------------------------------
 
-def text_strip(labels: list[str], selected: int, per_row: int = 64, shade: list[float] | None = None,
-               title: str | None = None) -> go.Figure:
-    """The text as a grid of character cells (one point per cell, so a click selects a position).
+def text_strip(labels: list[str], selected: int, per_row: int = 64, shade: list[float] | None = None) -> go.Figure:
+    """The text as a grid of character cells, one point per cell, so a click picks a position.
 
-    shade (0..1 per cell) colours the cells, e.g. by attention weight; the selected cell is boxed in red.
+    shade (0..1 per cell) colours the cells; the selected cell is boxed in red.
     """
     T = len(labels)
-    x = [i % per_row for i in range(T)]
-    y = [i // per_row for i in range(T)]
+    x, y = [i % per_row for i in range(T)], [i // per_row for i in range(T)]
     colours = ["#f0f2f6"] * T if shade is None else [f"rgba(31, 119, 180, {min(max(s, 0), 1):.3f})" for s in shade]
     fig = go.Figure(go.Scatter(
-        x=x, y=y, mode="markers+text", text=labels, textfont=MONO,
-        customdata=list(range(T)),
+        x=x, y=y, mode="markers+text", text=labels, textfont=MONO, customdata=list(range(T)),
         marker=dict(symbol="square", size=19, color=colours,
                     line=dict(color=[CURRENT if i == selected else "#ccc" for i in range(T)],
                               width=[3 if i == selected else 1 for i in range(T)])),
-        hovertemplate="position %{customdata}: '%{text}'<extra>click to trace</extra>", showlegend=False))
+        selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
+        hovertemplate=t("trace.fig.strip_hover") + "<extra></extra>", showlegend=False))
     rows = max(y) + 1
     fig.update_xaxes(visible=False, range=[-0.8, per_row - 0.2], fixedrange=True)
-    fig.update_yaxes(visible=False, autorange="reversed", range=[rows - 0.5, -0.6], fixedrange=True)
-    fig.update_layout(height=40 + 26 * rows + (30 if title else 0), margin=dict(l=5, r=5, t=30 if title else 5, b=5),
-                      title=title, clickmode="event+select", dragmode=False, plot_bgcolor="white")
+    fig.update_yaxes(visible=False, range=[rows - 0.5, -0.6], fixedrange=True)
+    fig.update_layout(height=30 + 26 * rows, margin=dict(l=5, r=5, t=5, b=5), clickmode="event+select",
+                      dragmode=False, plot_bgcolor="white")
     return fig
 
 
 # --- one figure per kind of stage -------------------------------------------------------------------------------
 
-def vector_bars(values: torch.Tensor, title: str, name: str = "channel") -> go.Figure:
+def vector_bars(values: torch.Tensor, title: str) -> go.Figure:
     v = values.float().numpy()
     fig = go.Figure(go.Bar(x=np.arange(len(v)), y=v, marker_color=np.where(v >= 0, "#d6604d", "#4393c3"),
-                           hovertemplate=f"{name} %{{x}}: %{{y:.4f}}<extra></extra>"))
-    fig.update_xaxes(title=f"{name} (0…{len(v) - 1})")
-    fig.update_yaxes(title="value", zeroline=True, zerolinecolor="#888")
+                           hovertemplate=t("trace.fig.channel_hover") + "<extra></extra>"))
+    fig.update_xaxes(title=t("trace.fig.channels", n=len(v)))
+    fig.update_yaxes(title=t("trace.fig.value"), zeroline=True, zerolinecolor="#888")
     return _layout(fig, title, 300, bargap=0.05)
 
 
-def rows_heatmap(rows: list[tuple[str, torch.Tensor]], title: str, x_title: str = "channel",
-                 x_labels: list[str] | None = None, scale: str = DIVERGING, zero_centred: bool = True,
-                 text: bool = False, height: int | None = None) -> go.Figure:
-    """A few named vectors as rows of one heatmap on a shared colour scale."""
+def rows_heatmap(rows: list[tuple[str, torch.Tensor]], title: str, x_title: str | None = None,
+                 height: int | None = None) -> go.Figure:
+    """A few named vectors as the rows of one heatmap on a shared colour scale centred on 0."""
     z = np.stack([r.float().numpy() for _, r in rows])
-    finite = z[np.isfinite(z)]
-    bound = float(np.abs(finite).max()) if finite.size else 1.0
-    colour = dict(zmid=0, zmin=-bound, zmax=bound) if zero_centred else dict(zmin=0, zmax=max(bound, 1e-9))
-    x = x_labels if x_labels is not None else list(range(z.shape[1]))
+    bound = float(np.abs(z).max()) or 1.0
     fig = go.Figure(go.Heatmap(
-        z=np.where(np.isfinite(z), z, np.nan), x=list(range(z.shape[1])), y=[name for name, _ in rows],
-        colorscale=scale, **colour, colorbar=dict(thickness=12),
-        customdata=np.broadcast_to(np.array(x, dtype=object), z.shape),
-        texttemplate="%{z:.2f}" if text else None, textfont=dict(size=10),
-        hovertemplate="%{y} · " + x_title + " %{customdata}: %{z:.4f}<extra></extra>", xgap=1, ygap=2))
-    if x_labels is not None:
-        fig.update_xaxes(tickmode="array", tickvals=list(range(len(x))), ticktext=x, tickfont=MONO, tickangle=0)
-    fig.update_xaxes(title=x_title, showgrid=False)
+        z=z, x=list(range(z.shape[1])), y=[name for name, _ in rows], colorscale=DIVERGING, zmid=0, zmin=-bound,
+        zmax=bound, colorbar=dict(thickness=12), xgap=1, ygap=2,
+        hovertemplate=t("trace.fig.row_hover") + "<extra></extra>"))
+    fig.update_xaxes(title=x_title or t("trace.fig.channels", n=z.shape[1]), showgrid=False)
     fig.update_yaxes(autorange="reversed", showgrid=False, tickfont=MONO)
-    return _layout(fig, title, height or 110 + 34 * len(rows))
+    return _layout(fig, title, height or 120 + 34 * len(rows))
 
 
-def head_rows(values: torch.Tensor, prefix: str) -> list[tuple[str, torch.Tensor]]:
-    return [(f"{prefix}H{h}", values[h]) for h in range(values.shape[0])]
+def head_rows(values: torch.Tensor, layer: int) -> list[tuple[str, torch.Tensor]]:
+    return [(f"L{layer}H{h}", values[h]) for h in range(values.shape[0])]
 
 
 def qkv_figure(stage: Stage) -> go.Figure:
-    """q, k and v of every head side by side (heads down, d_head channels across)."""
+    """q, k and v of every head side by side (heads down, d_head channels across), on one colour scale."""
     parts = [("q", stage.value), ("k", stage.parts["k"]), ("v", stage.parts["v"])]
     H, d = stage.value.shape
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[f"{n} ({H} heads × {d})" for n, _ in parts],
-                        horizontal_spacing=0.05)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t("trace.fig.qkv_panel", name=n, heads=H, d=d)
+                                                        for n, _ in parts], horizontal_spacing=0.05)
     bound = float(max(p.abs().max() for _, p in parts))
     for i, (name, value) in enumerate(parts):
-        fig.add_trace(go.Heatmap(z=value.numpy(), y=[f"H{h}" for h in range(H)], coloraxis="coloraxis",
-                                 hovertemplate=f"{name} · %{{y}} channel %{{x}}: %{{z:.4f}}<extra></extra>",
-                                 ygap=2), 1, i + 1)
+        fig.add_trace(go.Heatmap(z=value.numpy(), y=[f"H{h}" for h in range(H)], coloraxis="coloraxis", ygap=2,
+                                 hovertemplate=f"{name} · " + t("trace.fig.head_channel_hover") + "<extra></extra>"),
+                      1, i + 1)
     fig.update_yaxes(autorange="reversed", tickfont=MONO)
+    fig.update_xaxes(title=t("trace.fig.head_channel"))
     fig.update_layout(coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-bound, cmax=bound,
                                      colorbar=dict(thickness=12)))
-    return _layout(fig, "Query, key and value of this position", 120 + 40 * H)
+    return _layout(fig, t("trace.fig.qkv_title"), 160 + 40 * H)
 
 
 def rope_figure(stage: Stage, position: int) -> go.Figure:
-    """q and k of every head before and after the rotation, with the angle each channel pair turned by."""
+    """Each head's q and k before and after the rotation."""
     q, k, rq, rk = stage.parts["q"], stage.parts["k"], stage.value, stage.parts["rot_k"]
-    H, d = q.shape
     rows = []
-    for h in range(H):
-        rows += [(f"H{h} q", q[h]), (f"H{h} q rot", rq[h]), (f"H{h} k", k[h]), (f"H{h} k rot", rk[h])]
-    fig = rows_heatmap(rows, f"RoPE at position {position}: each pair of channels (0,1), (2,3), … turned by "
-                             f"position × its own speed", height=110 + 22 * len(rows))
-    return fig
+    for h in range(q.shape[0]):
+        rows += [(f"H{h} q", q[h]), (f"H{h} q′", rq[h]), (f"H{h} k", k[h]), (f"H{h} k′", rk[h])]
+    return rows_heatmap(rows, t("trace.fig.rope_title", position=position), t("trace.fig.head_channel"),
+                        height=120 + 21 * len(rows))
 
 
-def attention_figure(stage: Stage, labels: list[str], weights: bool) -> go.Figure:
-    """Each head's scores (or weights) over the positions this query can see, one row per head."""
+def attention_figure(stage: Stage, labels: list[str], position: int, weights: bool) -> go.Figure:
+    """Each head's scores (or weights) over the keys this query can see, one row per head, the nearest WINDOW."""
     H, n = stage.value.shape
-    shown_labels = [f"{labels[i]}" for i in range(n)]
-    z = stage.value.float().numpy()
-    custom = np.array([[f"{i} '{labels[i]}'" for i in range(n)]] * H, dtype=object)
+    shown = window(position, n)
+    z = stage.value[:, shown.start:shown.stop].float().numpy()
+    names = position_names(labels, shown)
+    custom = np.array([names] * H, dtype=object)
     if weights:
-        trace = go.Heatmap(z=z, zmin=0, zmax=1, colorscale=WEIGHTS, colorbar=dict(thickness=12, title="weight"))
+        trace = go.Heatmap(z=z, zmin=0, zmax=1, colorscale=WEIGHTS,
+                           colorbar=dict(thickness=12, title=t("trace.fig.weight")))
     else:
-        bound = float(np.abs(z).max())
+        bound = float(np.abs(z).max()) or 1.0
         trace = go.Heatmap(z=z, zmid=0, zmin=-bound, zmax=bound, colorscale=DIVERGING,
-                           colorbar=dict(thickness=12, title="score"))
-    trace.update(y=[f"H{h}" for h in range(H)], x=list(range(n)), customdata=custom, xgap=1, ygap=2,
-                 hovertemplate="%{y} → key %{customdata}: %{z:.4f}<extra></extra>")
+                           colorbar=dict(thickness=12, title=t("trace.fig.score")))
+    trace.update(y=[f"H{h}" for h in range(H)], x=list(shown), customdata=custom, xgap=1, ygap=2,
+                 texttemplate="%{z:.2f}" if weights else None, textfont=dict(size=9),
+                 hovertemplate=t("trace.fig.key_hover") + "<extra></extra>")
     fig = go.Figure(trace)
-    step = max(1, n // 64)
-    fig.update_xaxes(tickmode="array", tickvals=list(range(0, n, step)), ticktext=shown_labels[::step],
-                     tickfont=dict(family="monospace", size=11 if n <= 64 else 9), tickangle=0,
-                     title="key position (the text up to this one; later positions are masked)")
+    fig.update_xaxes(tickmode="array", tickvals=list(shown), ticktext=[labels[i] for i in shown], tickangle=0,
+                     tickfont=dict(family="monospace", size=12), title=t("trace.fig.keys", first=shown.start,
+                                                                         last=shown.stop - 1))
     fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    what = "weights (each row sums to 1)" if weights else "scores q·k/√d_head before softmax"
-    return _layout(fig, f"Attention {what}", 150 + 40 * H)
+    title = t("trace.fig.pattern_title") if weights else t("trace.fig.scores_title")
+    return _layout(fig, title, 170 + 40 * H)
+
+
+def weights_html(text: str, weights: torch.Tensor, position: int, heads: list[str]) -> str:
+    """Every head's weights shaded on the text up to the query, one line per head (the query boxed)."""
+    lines = []
+    for h, name in enumerate(heads):
+        row = weights[h]
+        shade = (row / row.max()).tolist()
+        spans = []
+        for i, c in enumerate(text[: position + 1]):
+            box = f"; outline: 2px solid {CURRENT}" if i == position else ""
+            tip = html.escape(t("trace.fig.weight_tip", position=i, weight=float(row[i])))
+            shown = "⏎" if c == "\n" else html.escape(c)
+            spans.append(f'<span title="{tip}" style="background: rgba(31, 119, 180, {shade[i]:.3f}){box}">'
+                         f"{shown}</span>")
+        lines.append(f'<div><b style="display: inline-block; width: 4.5em">{name}</b>{"".join(spans)}</div>')
+    return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.8; font-size: 0.95rem">'
+            + "".join(lines) + "</div>")
 
 
 def result_figure(stage: Stage, layer: int) -> go.Figure:
-    rows = head_rows(stage.value, f"L{layer}") + [("sum = output", stage.parts["total"])]
-    return rows_heatmap(rows, "Each head's output after W_O, and their sum (d_model channels)")
+    rows = head_rows(stage.value, layer) + [(t("trace.fig.sum_row"), stage.parts["total"])]
+    return rows_heatmap(rows, t("trace.fig.result_title"))
 
 
 def residual_figure(stage: Stage) -> go.Figure:
     before, added = stage.parts["before"], stage.parts["added"]
-    rows = [("stream before", before), ("added", added), ("stream after", stage.value)]
-    norms = ", ".join(f"|{n}| = {float(v.norm()):.2f}" for n, v in (("before", before), ("added", added),
-                                                                    ("after", stage.value)))
-    return rows_heatmap(rows, f"Residual add: {norms}")
+    rows = [(t("trace.fig.before"), before), (t("trace.fig.added"), added), (t("trace.fig.after"), stage.value)]
+    return rows_heatmap(rows, t("trace.fig.residual_title", before=float(before.norm()), added=float(added.norm()),
+                                after=float(stage.value.norm())))
 
 
 def norm_figure(stage: Stage) -> go.Figure:
-    x, gain, rms = stage.parts["input"], stage.parts["gain"], float(stage.parts["rms"])
-    rows = [("input x", x), ("x / rms", x / rms), ("gain γ", gain), ("output", stage.value)]
-    return rows_heatmap(rows, f"Norm: rms(x) = {rms:.3f}, so every channel is divided by it, then scaled by γ")
+    x, gain = stage.parts["input"], stage.parts["gain"]
+    mean, scale = float(stage.parts["mean"]), float(stage.parts["scale"])
+    rows = [(t("trace.fig.norm_input"), x), (t("trace.fig.norm_scaled"), (x - mean) / scale),
+            (t("trace.fig.norm_gain"), gain), (t("trace.fig.norm_output"), stage.value)]
+    return rows_heatmap(rows, t("trace.fig.norm_title", scale=scale, mean=mean))
 
 
-def activation_figure(stage: Stage, act_name: str, curve) -> go.Figure:
+def activation_figure(stage: Stage, ffn: str) -> go.Figure:
     """Each hidden channel as a point: its input w1 x against its activation, on the activation's curve."""
     x, y = stage.parts["input"].numpy(), stage.value.numpy()
     grid = np.linspace(min(x.min(), -4), max(x.max(), 4), 200)
+    name = t(f"trace.fig.act_{ffn}")
     fig = go.Figure([
-        go.Scatter(x=grid, y=curve(torch.from_numpy(grid)).numpy(), mode="lines", line=dict(color="#bbb"),
-                   name=act_name, hoverinfo="skip"),
-        go.Scatter(x=x, y=y, mode="markers", marker=dict(color=GROUP_COLOURS["FFN"], size=6),
-                   customdata=np.arange(len(x)), name="hidden channels",
-                   hovertemplate="channel %{customdata}: w1 x = %{x:.3f} → %{y:.3f}<extra></extra>")])
+        go.Scatter(x=grid, y=ACTIVATIONS[ffn](torch.from_numpy(grid)).numpy(), mode="lines",
+                   line=dict(color="#bbb"), name=name, hoverinfo="skip"),
+        go.Scatter(x=x, y=y, mode="markers", marker=dict(color=SECTION_COLOURS["ffn"], size=6),
+                   customdata=np.arange(len(x)), name=t("trace.fig.hidden_channels"),
+                   hovertemplate=t("trace.fig.act_hover") + "<extra></extra>")])
     fig.update_xaxes(title="w1 x", zeroline=True)
-    fig.update_yaxes(title=act_name + "(w1 x)", zeroline=True)
-    return _layout(fig, f"{act_name} on each of the {len(x)} hidden channels", 360,
+    fig.update_yaxes(title=f"{name}(w1 x)", zeroline=True)
+    return _layout(fig, t("trace.fig.act_title", name=name, n=len(x)), 360,
                    legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
 
 
 def product_figure(stage: Stage) -> go.Figure:
-    rows = [("SiLU(w1 x)", stage.parts["act"]), ("gate w3 x", stage.parts["gate"]), ("product", stage.value)]
-    return rows_heatmap(rows, "SwiGLU: the gate scales each activated channel (negative gates flip it)",
-                        x_title="hidden channel")
+    rows = [("SiLU(w1 x)", stage.parts["act"]), ("w3 x", stage.parts["gate"]), ("⊙", stage.value)]
+    return rows_heatmap(rows, t("trace.fig.product_title"), t("trace.fig.hidden_channels"))
 
 
 def top_bars(values: torch.Tensor, labels: list[str], title: str, highlight: int | None, k: int = 20,
-             y_title: str = "probability", percent: bool = True) -> go.Figure:
+             probability: bool = True) -> go.Figure:
     """The k largest entries as bars, largest first; the highlighted id (the text's real next token) in red."""
     k = min(k, len(values))
     top = torch.topk(values.float(), k)
-    ids = top.indices.tolist()
+    ids, vals = top.indices.tolist(), top.values.tolist()
     if highlight is not None and highlight not in ids:
-        ids, vals = ids[:-1] + [highlight], top.values.tolist()[:-1] + [float(values[highlight])]
-    else:
-        vals = top.values.tolist()
-    names = [f"{labels[i]}" for i in ids]
-    text = [f"{v:.1%}" if percent else f"{v:.2f}" for v in vals]
+        ids, vals = ids[:-1] + [highlight], vals[:-1] + [float(values[highlight])]
+    names = [labels[i] for i in ids]
     fig = go.Figure(go.Bar(
-        x=list(range(len(ids))), y=vals, text=text, textposition="outside", cliponaxis=False,
-        customdata=[[names[j], ids[j]] for j in range(len(ids))],
+        x=list(range(len(ids))), y=vals, text=[f"{v:.1%}" if probability else f"{v:.2f}" for v in vals],
+        textposition="outside", cliponaxis=False, customdata=[[names[j], ids[j]] for j in range(len(ids))],
         marker_color=[CURRENT if i == highlight else "#4c78a8" for i in ids],
-        hovertemplate="'%{customdata[0]}' (id %{customdata[1]}): %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(ids))), ticktext=names, tickfont=dict(family="monospace",
-                     size=15), tickangle=0, title="next token (red: what the text really has next)")
-    fig.update_yaxes(title=y_title)
+        hovertemplate=t("trace.fig.token_hover") + "<extra></extra>"))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(ids))), ticktext=names, tickangle=0,
+                     tickfont=dict(family="monospace", size=15), title=t("trace.fig.next_axis"))
+    fig.update_yaxes(title=t("trace.fig.probability") if probability else "logit")
     return _layout(fig, title, 340)
 
 
@@ -285,100 +285,143 @@ def token_html(labels: list[str], position: int, token_id: int) -> str:
 
 
 def next_html(label: str, probability: float, actual: str | None) -> str:
-    then = "" if actual is None else f" · the text continues with <b>'{html.escape(actual)}'</b>"
-    return (f'<div style="font-size: 1.6rem">most likely next: <span style="font-family: monospace; outline: 3px '
-            f'solid {CURRENT}; padding: 0 4px">{html.escape(label)}</span> ({probability:.1%}){then}</div>')
+    line = t("trace.fig.most_likely", char=html.escape(label), p=probability)
+    if actual is not None:
+        line += " · " + t("trace.fig.text_continues", char=html.escape(actual))
+    return f'<div style="font-size: 1.5rem">{line}</div>'
 
 
-# --- Look deeper ----------------------------------------------------------------------------------------------------
+def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], text: str,
+               ffn: str) -> tuple[go.Figure | None, list[str]]:
+    """What the Trace page shows for a stage: a figure (or None) and HTML blocks to go below it.
 
-def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: list[list[str]], title: str,
-                selected: int | None = None) -> go.Figure:
-    """Logit lens: one cell per (layer row, position); colour = probability of the true next token, text = the
-    row's top guess. A transparent point over each cell makes it clickable."""
+    labels: one per position of the text; vocab: one per token id.
+    """
+    pos, real_next = tr.position, int(tr.ids[tr.position + 1]) if tr.position + 1 < len(tr.ids) else None
+    heads = [f"H{h}" for h in range(stage.value.shape[0])] if stage.kind in ("scores", "pattern") else []
+    match stage.kind:
+        case "token":
+            return None, [token_html(labels, pos, int(stage.value))]
+        case "vector":
+            return vector_bars(stage.value, t(f"trace.stages.{stage.step}")), []
+        case "norm":
+            return norm_figure(stage), []
+        case "qkv":
+            return qkv_figure(stage), []
+        case "rope":
+            return rope_figure(stage, pos), []
+        case "scores":
+            return attention_figure(stage, labels, pos, weights=False), []
+        case "pattern":
+            return attention_figure(stage, labels, pos, weights=True), [weights_html(text, stage.value, pos, heads)]
+        case "heads":
+            return rows_heatmap(head_rows(stage.value, stage.layer), t("trace.fig.z_title"),
+                                t("trace.fig.head_channel")), []
+        case "result":
+            return result_figure(stage, stage.layer), []
+        case "residual":
+            return residual_figure(stage), []
+        case "activation":
+            return activation_figure(stage, ffn), []
+        case "product":
+            return product_figure(stage), []
+        case "logits":
+            return top_bars(stage.value, vocab, t("trace.fig.logits_title"), real_next, probability=False), []
+        case "probs":
+            return top_bars(stage.value, vocab, t("trace.fig.probs_title"), real_next), []
+        case "next":
+            best = int(stage.value)
+            actual = None if real_next is None else vocab[real_next]
+            return None, [next_html(vocab[best], float(stage.parts["probs"][best]), actual)]
+    raise ValueError(f"no view for a stage of kind {stage.kind!r}")
+
+
+# --- logit lens, attribution, ablation, patching ------------------------------------------------------------------
+
+def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: list[list[str]],
+                position: int) -> go.Figure:
+    """Logit lens over the WINDOW positions around `position`: colour = probability of the true next token,
+    text = the row's top guess. A click on a cell picks its position."""
     R, T = values.shape
-    x_names = [f"{i} '{labels[i]}'" for i in range(T)]
+    shown = window(position, T)
+    cols = list(shown)
+    z = values[:, shown.start:shown.stop]
+    names = position_names(labels, shown)
     fig = go.Figure(go.Heatmap(
-        z=values, x=list(range(T)), y=rows, zmin=0, zmax=1, colorscale="Viridis",
-        colorbar=dict(title="p(true next)", thickness=12), text=top, texttemplate="%{text}",
-        textfont=dict(family="monospace", size=11 if T <= 48 else 9),
-        customdata=np.array([x_names] * R, dtype=object),
-        hovertemplate="%{y} at %{customdata}: top guess '%{text}', p(true next) %{z:.3f}<extra></extra>", xgap=1,
-        ygap=1))
-    xs, ys = np.meshgrid(np.arange(T), np.arange(R))
-    fig.add_trace(go.Scatter(x=xs.ravel(), y=[rows[r] for r in ys.ravel()], mode="markers", hoverinfo="skip",
-                             marker=dict(size=14, symbol="square", opacity=0), showlegend=False))
-    step = max(1, T // 64)
-    fig.update_xaxes(tickmode="array", tickvals=list(range(0, T, step)), ticktext=labels[::step], tickangle=0,
-                     tickfont=dict(family="monospace", size=11 if T <= 64 else 9), title="position (its token)")
-    fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    if selected is not None:
-        fig.add_vrect(x0=selected - 0.5, x1=selected + 0.5, line=dict(color=CURRENT, width=2))
+        z=z, x=cols, y=list(range(R)), zmin=0, zmax=1, colorscale="Viridis",
+        colorbar=dict(title=t("trace.fig.p_true"), thickness=12), text=[row[shown.start:shown.stop] for row in top],
+        texttemplate="%{text}", textfont=dict(family="monospace", size=12),
+        customdata=np.array([names] * R, dtype=object), xgap=1, ygap=1,
+        hovertemplate=t("trace.fig.lens_hover") + "<extra></extra>"))
+    xs, ys = np.meshgrid(cols, np.arange(R))
+    fig.add_trace(go.Scatter(x=xs.ravel(), y=ys.ravel(), mode="markers", customdata=xs.ravel(), hoverinfo="skip",
+                             marker=dict(size=16, symbol="square", opacity=0), showlegend=False,
+                             selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
+    fig.update_xaxes(tickmode="array", tickvals=cols, ticktext=[labels[i] for i in cols], tickangle=0,
+                     tickfont=dict(family="monospace", size=12), title=t("trace.fig.lens_positions"))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(R)), ticktext=rows, autorange="reversed", tickfont=MONO)
+    fig.add_vrect(x0=position - 0.5, x1=position + 0.5, line=dict(color=CURRENT, width=3))
     fig.update_layout(clickmode="event+select", dragmode=False)
-    return _layout(fig, title, 120 + 40 * R)
+    return _layout(fig, t("trace.fig.lens_title"), 150 + 42 * R)
 
 
-def lens_column(probs: torch.Tensor, rows: list[str], labels: list[str], k: int, highlight: int | None) -> go.Figure:
+def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int = 5) -> go.Figure:
     """For one position: each row's top-k guesses with their probabilities."""
     top = probs.topk(k, dim=-1)
-    text = [[labels[i] for i in row] for row in top.indices.tolist()]
-    z = top.values.numpy()
-    fig = go.Figure(go.Heatmap(z=z, x=[f"#{i + 1}" for i in range(k)], y=rows, zmin=0, zmax=1, colorscale="Viridis",
-                               text=text, texttemplate="'%{text}'<br>%{z:.2f}", textfont=MONO,
-                               colorbar=dict(thickness=12, title="probability"),
-                               hovertemplate="%{y}, guess %{x}: '%{text}' %{z:.4f}<extra></extra>", xgap=2, ygap=2))
+    text = [[vocab[i] for i in row] for row in top.indices.tolist()]
+    fig = go.Figure(go.Heatmap(z=top.values.numpy(), x=[f"#{i + 1}" for i in range(k)], y=rows, zmin=0, zmax=1,
+                               colorscale="Viridis", text=text, texttemplate="'%{text}'<br>%{z:.2f}", textfont=MONO,
+                               colorbar=dict(thickness=12, title=t("trace.fig.probability")), xgap=2, ygap=2,
+                               hovertemplate=t("trace.fig.guess_hover") + "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    return _layout(fig, "Top guesses at this position, layer by layer", 120 + 44 * len(rows))
+    return _layout(fig, t("trace.fig.lens_column_title"), 130 + 44 * len(rows))
 
 
-def attribution_bars(parts, logit: float, target_label: str) -> go.Figure:
+def attribution_bars(parts, logit: float, target_label: str, names: list[str]) -> go.Figure:
     """Each component's direct contribution to the chosen logit, in the order they write into the stream."""
     values = parts["logit"].to_numpy()
-    colours = np.where(values >= 0, "#d6604d", "#4393c3")
-    fig = go.Figure(go.Bar(x=parts["component"], y=values, marker_color=colours,
+    fig = go.Figure(go.Bar(x=names, y=values, marker_color=np.where(values >= 0, "#d6604d", "#4393c3"),
                            hovertemplate="%{x}: %{y:+.3f}<extra></extra>"))
     fig.add_hline(y=0, line_color="#888")
-    fig.update_xaxes(tickangle=-60, tickfont=dict(size=11), type="category")
-    fig.update_yaxes(title="contribution to the logit")
-    return _layout(fig, f"Direct contributions to the logit of '{target_label}' (sum {values.sum():.3f} = logit "
-                        f"{logit:.3f})", 380)
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=12), type="category")
+    fig.update_yaxes(title=t("trace.fig.contribution"))
+    return _layout(fig, t("trace.fig.attribution_title", char=target_label, total=float(values.sum()), logit=logit),
+                   400)
 
 
-def head_grid(values: np.ndarray, title: str, colour_title: str, scale: str = DIVERGING, centred: bool = True,
-              fmt: str = ".2f") -> go.Figure:
-    """A layer × head table of numbers as a heatmap with the numbers written in."""
+def head_grid(values: np.ndarray, title: str, colour_title: str) -> go.Figure:
+    """A layer × head table of numbers as a heatmap centred on 0, with the numbers written in."""
     L, H = values.shape
     bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
-    colour = dict(zmid=0, zmin=-bound, zmax=bound) if centred else {}
     fig = go.Figure(go.Heatmap(z=values, x=[f"H{h}" for h in range(H)], y=[f"L{i}" for i in range(L)],
-                               colorscale=scale, texttemplate=f"%{{z:{fmt}}}", textfont=dict(size=14),
-                               colorbar=dict(title=colour_title, thickness=12), xgap=2, ygap=2,
-                               hovertemplate="%{y}%{x}: %{z:.4f}<extra></extra>", **colour))
+                               colorscale=DIVERGING, zmid=0, zmin=-bound, zmax=bound, texttemplate="%{z:.2f}",
+                               textfont=dict(size=15), colorbar=dict(title=colour_title, thickness=12), xgap=2, ygap=2,
+                               hovertemplate="%{y}%{x}: %{z:.4f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, title, 140 + 55 * L, width=None)
+    return _layout(fig, title, 150 + 55 * L)
 
 
 def position_grid(values: np.ndarray, rows: list[str], labels: list[str], title: str) -> go.Figure:
-    """rows × position shares as a heatmap, the text's tokens along the bottom."""
+    """rows × positions of restored shares as a heatmap, the text's tokens along the bottom."""
     R, T = values.shape
     bound = max(1.0, float(np.nanmax(np.abs(values))))
-    fig = go.Figure(go.Heatmap(
-        z=values, x=list(range(T)), y=rows, zmid=0, zmin=-bound, zmax=bound, colorscale=DIVERGING,
-        colorbar=dict(title="restored", thickness=12), xgap=1, ygap=1,
-        customdata=np.array([[f"{i} '{labels[i]}'" for i in range(T)]] * R, dtype=object),
-        hovertemplate="%{y} at %{customdata}: %{z:.3f}<extra></extra>"))
     step = max(1, T // 64)
+    fig = go.Figure(go.Heatmap(
+        z=values, x=list(range(T)), y=list(range(R)), zmid=0, zmin=-bound, zmax=bound, colorscale=DIVERGING,
+        colorbar=dict(title=t("trace.fig.restored"), thickness=12), xgap=1, ygap=1,
+        customdata=np.array([[f"{rows[r]} · {n}" for n in position_names(labels, range(T))] for r in range(R)],
+                            dtype=object),
+        hovertemplate=t("trace.fig.patch_hover") + "<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(0, T, step)), ticktext=labels[::step], tickangle=0,
-                     tickfont=dict(family="monospace", size=11 if T <= 64 else 9), title="position patched")
-    fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    return _layout(fig, title, 120 + max(22, 320 // R) * R)
+                     tickfont=dict(family="monospace", size=11 if T <= 64 else 9), title=t("trace.fig.patched_at"))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(R)), ticktext=rows, autorange="reversed", tickfont=MONO)
+    return _layout(fig, title, 140 + max(20, 300 // R) * R)
 
 
 def sweep_bars(frame, title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=frame["component"], y=frame["loss increase"],
+    fig = go.Figure(go.Bar(x=frame["component"], y=frame["loss increase"], customdata=frame["loss"],
                            marker_color=np.where(frame["loss increase"] >= 0, "#d6604d", "#4393c3"),
-                           hovertemplate="%{x}: loss %{customdata:.4f} (%{y:+.4f})<extra></extra>",
-                           customdata=frame["loss"]))
+                           hovertemplate=t("trace.fig.sweep_hover") + "<extra></extra>"))
     fig.update_xaxes(type="category", tickangle=0)
-    fig.update_yaxes(title="loss increase (nats per token)")
+    fig.update_yaxes(title=t("trace.fig.loss_increase"))
     return _layout(fig, title, 340)

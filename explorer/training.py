@@ -11,12 +11,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from gptcore import checkpoint as ckpt
 from gptcore import runs
 from gptcore.baselines import bigram_val_loss, uniform_loss
 from gptcore.data import unknown_warning
 from gptcore.describe import describe_model, describe_training, format_duration, format_step
-from gptcore.train import Diverged, Trainer
+from gptcore.errors import Message, message
+from gptcore.train import Diverged, Trainer, diverging_message
 
+from . import i18n
 from .jobs import Job, JobRefused, JobRegistry, JobState
 
 JOB_KIND = "train"
@@ -80,12 +83,13 @@ def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
             job.append("curve_loss", d["loss"])
         elif kind == "eval":
             job.append("evals", d)
+            job.update(data={"diverging": trainer.diverging})
         elif kind == "sample":
             job.append("samples", d)
         elif kind == "checkpoint":
             job.update(data={"checkpoint_step": d["step"]})
         elif kind == "final_eval":
-            job.update(data={"final_val": d["val"]})
+            job.update(data={"final_val": d["val"], "diverging": trainer.diverging})
         elif kind == "done":
             job.update(data={"elapsed_s": d["wall_time"], "checkpoint_step": d["step"], "eta_s": 0.0})
 
@@ -93,6 +97,7 @@ def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
         job.update(data={
             "run": name, "out_dir": str(trainer.out_dir), "params": trainer.model.num_params(),
             "model": trainer.cfg.to_dict(), "train": tc.to_dict(), "corpus": trainer.corpus_description,
+            "device": trainer.hardware()["device"],
             "model_summary": describe_model(trainer.cfg), "train_summary": describe_training(tc),
             "total_steps": tc.steps, "start_step": trainer.start_step, "step": trainer.start_step - 1,
             "curve_step": list(history["step"]), "curve_loss": list(history["train_loss"]),
@@ -103,14 +108,14 @@ def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
             return trainer.run(lambda kind, d: on_event(job, kind, d), job.control)
         except Diverged as e:
             job.update(data={"diverged": True})
-            raise Diverged(trainer.diverged_message(e)) from None
+            raise Diverged.of(trainer.diverged_message(e)) from None
 
     return fn
 
 
 def start_run(registry: JobRegistry, trainer: runs.RunTrainer) -> Job:
     """Train in a background job named after the run folder; JobRefused names the job in the way."""
-    name = trainer.out_dir.name
+    name = ckpt.shown_name(trainer.out_dir)
     return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
 
 
@@ -128,20 +133,48 @@ def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
     return target
 
 
-def status_message(snap: JobState) -> tuple[str, str] | None:
-    """(Streamlit call, text) saying how an ended or paused run stands; None while it runs or once it failed."""
+def status_message(snap: JobState) -> tuple[str, Message] | None:
+    """(Streamlit call, message) saying how an ended or paused run stands; None while it runs or once it failed.
+
+    Built from the job's data each time it is drawn, so it reads in the page's language of the moment."""
     d = snap.data
     where = format_step(d.get("step", -1), d["total_steps"])
     final_val = d.get("final_val", float("nan"))
-    return {
-        "paused": ("info", f"Paused at {where}. Resume carries on exactly where it stopped."),
-        "stopping": ("info", "Stopping: scoring the whole validation split and saving a checkpoint…"),
-        "finished": ("success", f"Finished {where} in {format_duration(d.get('elapsed_s'))}. Loss on the whole "
-                     f"validation split: **{final_val:.4f}** (bigram {d['bigram']:.3f}, uniform guess "
-                     f"{d['uniform']:.3f})."),
-        "stopped": ("warning", f"Stopped at {where}; the checkpoint is saved (whole-split val {final_val:.4f}). "
-                    "Continue it from the runs table below."),
-    }.get(snap.status)
+    if snap.status == "paused":
+        return "info", message("training.paused", "Paused at {where}. Resume carries on exactly where it stopped.",
+                               where=where)
+    if snap.status == "stopping":
+        return "info", message("training.stopping", "Stopping: scoring the whole validation split and saving a "
+                               "checkpoint…")
+    if snap.status == "finished":
+        return "success", message("training.finished", "Finished {where} in {elapsed}. Loss on the whole validation "
+                                  "split: **{val:.4f}** (bigram {bigram:.3f}, uniform guess {uniform:.3f}).",
+                                  where=where, elapsed=format_duration(d.get("elapsed_s")), val=final_val,
+                                  bigram=d["bigram"], uniform=d["uniform"])
+    if snap.status == "stopped":
+        return "warning", message("training.stopped", "Stopped at {where}; the checkpoint is saved (whole-split val "
+                                  "{val:.4f}). Continue it from the runs table below.", where=where, val=final_val)
+    return None
+
+
+def damaged_warning(run: runs.RunInfo) -> Message:
+    return message("training.damaged", "Its meta.json is damaged: {fields} could not be used and are left out.",
+                   fields=", ".join(run.damaged))
+
+
+def known(note: Message | str) -> Message | str:
+    """A message read back from a run's meta.json, as a Message only when every key in it is in the catalogs
+    (a meta.json written by another version, or by hand, may hold any key); otherwise its English."""
+    def translatable(m) -> bool:
+        return f"messages.{m.key}" in i18n.catalog("zh") and \
+            all(translatable(v) for v in m.params.values() if isinstance(v, Message))
+    return note if not isinstance(note, Message) or translatable(note) else str(note)
+
+
+def diverging_warning(snap: JobState) -> Message | None:
+    """The warning of a run whose validation loss went far above a uniform guess's (see train.diverging_above)."""
+    info = snap.data.get("diverging")
+    return diverging_message(info) if info else None
 
 
 def run_gone(snap: JobState) -> bool:
@@ -183,16 +216,24 @@ def listed_runs(registry: JobRegistry) -> list[runs.RunInfo]:
     return training + [r for r in listed if r.name not in names]
 
 
-def runs_frame(listed: list[runs.RunInfo]) -> pd.DataFrame:
+def run_status(run: runs.RunInfo) -> Message | str:
+    """A run's status for the table, flagged when its loss is diverging."""
+    if run.diverging is None:
+        return run.status
+    return message("training.status_diverging", "{status} · diverging", status=run.status)
+
+
+def runs_frame(listed: list[runs.RunInfo], show: Callable[[Message | str], str] = str) -> pd.DataFrame:
+    """The runs table; `show` renders each message (i18n.say: in the page's language). Names arrive printable."""
     return pd.DataFrame({
         "run": [r.name for r in listed],
-        "status": [r.status for r in listed],
-        "progress": [format_step(r.step, r.total_steps) for r in listed],
+        "status": [show(run_status(r)) for r in listed],
+        "progress": [show(format_step(r.step, r.total_steps)) for r in listed],
         "best val (estimate)": [r.best_val for r in listed],
         "final val (whole split)": [r.final_val for r in listed],
-        "wall time": [format_duration(r.wall_time) for r in listed],
+        "wall time": [show(format_duration(r.wall_time)) for r in listed],
         "params": [r.params for r in listed],
-        "corpus": [r.corpus for r in listed],
+        "corpus": [show(r.corpus) for r in listed],
         "saved": [datetime.fromtimestamp(int(r.saved)) for r in listed],
     })
 

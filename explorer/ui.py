@@ -91,9 +91,9 @@ ACTIVE_CHECKPOINT = "active_checkpoint"  # plain session-state key (widget state
 
 
 def checkpoint_names() -> list[str]:
-    from gptcore.checkpoint import list_checkpoints
+    from gptcore.checkpoint import list_checkpoints, shown_name
 
-    return [p.name for p in list_checkpoints()]
+    return [shown_name(p) for p in list_checkpoints()]  # (a name that is not UTF-8 shown escaped)
 
 
 def default_checkpoint(names: list[str]) -> str:

@@ -7,14 +7,21 @@ Layout of checkpoints/<name>/:
   meta.json              training metadata: step, loss history, corpus, wall time, versions
   config.json            the model config and tokenizer again, for people to read
   snapshots/step_NNNNNN.safetensors   optional intermediate weights (same format as model.safetensors)
+
+A save writes every file under a temporary name first and renames them into place only once all are on disk:
+a full disk or a failed write leaves the previous checkpoint as it was, whole. Everything read back from disk
+(weights metadata, meta.json) is checked before use; a value of the wrong kind is dropped and named.
 """
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import platform
 import re
 import shutil
+import stat
 import uuid
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -22,41 +29,58 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save, save_file
 
 from .config import ConfigError, GPTConfig
-from .data import CharTokenizer
-from .errors import UserError
+from .errors import Message, UserError, message, printable, stored_message
 from .model import GPT, check_buildable, meta_model
+from .tokenizer import Tokenizer, tokenizer_from_dict
 
 FORMAT = "gptcore-checkpoint-1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_ROOT = Path(os.environ.get("GPTCORE_CHECKPOINTS", PROJECT_ROOT / "checkpoints"))
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_NAME = 64
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}$")
 
 
 class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be saved or loaded, with a message naming the problem."""
 
 
+class DiskFull(CheckpointError):
+    """No space was left to write a checkpoint: nothing of it was switched in, the previous one is whole."""
+
+
 @dataclass
 class Checkpoint:
     model: GPT
-    tokenizer: CharTokenizer
+    tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
     path: Path | None = None
 
 
 def safe_name(name: str) -> str:
-    """A checkpoint name that cannot escape the checkpoints folder: letters, digits, . _ - only."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name).strip()).strip("-.")[:64]
+    """A checkpoint name that cannot escape the checkpoints folder: letters, digits, . _ - only (other characters
+    become '-'); a name too long is refused, never cut."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name).strip()).strip("-.")
+    if len(cleaned) > MAX_NAME:
+        raise CheckpointError("checkpoint.long_name",
+                              "a checkpoint name has at most {limit} characters; '{start}…' has {n:,}",
+                              limit=MAX_NAME, start=cleaned[:24], n=len(cleaned))
     if not cleaned or not NAME_PATTERN.match(cleaned):
-        raise CheckpointError(f"{name!r} is not a usable checkpoint name (use letters, digits, '.', '_', '-')")
+        raise CheckpointError("checkpoint.bad_name",
+                              "'{name}' is not a usable checkpoint name (use letters, digits, '.', '_', '-')",
+                              name=str(name))
     return cleaned
 
 
 def checkpoint_dir(name: str, root: Path | None = None) -> Path:
     return Path(root or CHECKPOINT_ROOT) / safe_name(name)
+
+
+def shown_name(path: Path) -> str:
+    """A folder's name as it can be shown and used as a key: bytes that are not UTF-8 escaped (bad\\xffname)."""
+    return printable(Path(path).name)
 
 
 def list_checkpoints(root: Path | None = None) -> list[Path]:
@@ -66,8 +90,16 @@ def list_checkpoints(root: Path | None = None) -> list[Path]:
     return sorted(p for p in root.iterdir() if (p / "model.safetensors").is_file())
 
 
-def _atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then rename over path: readers see the old file or the new one, never half."""
+FULL = (errno.ENOSPC, errno.EDQUOT)
+REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _write_temp(path: Path, write) -> Path:
+    """write(tmp) into a new temporary file beside path, flushed to disk; the temporary file's path.
+
+    Write errors come out as OSError: safetensors reports them as SafetensorError ("… (os error 28)"), which is
+    turned back into the OSError it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     # created with 0o666 so it gets the umask's mode, like any new file (mkstemp's 0600 would hide it from other
@@ -75,21 +107,110 @@ def _atomic_write(path: Path, write) -> None:
     os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     mode = tmp.stat().st_mode & 0o777
     try:
-        write(str(tmp))
+        try:
+            write(str(tmp))
+        except SafetensorError as e:
+            if (code := re.search(r"os error (\d+)", str(e))) is None:
+                raise
+            number = int(code.group(1))
+            raise OSError(number, os.strerror(number), str(tmp)) from None
         os.chmod(tmp, mode)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())  # on disk before the rename makes it the file: a crash leaves old or new
-        os.replace(tmp, path)
+        return tmp
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
+@contextmanager
+def usable_path(path: Path, flags: int = os.O_RDONLY):
+    """A name of path that safetensors can read: the path itself, or, when it is not UTF-8 (which safetensors'
+    Rust code refuses), the name /proc/self/fd/N of the file opened here (Linux)."""
+    name = os.fspath(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        fd = os.open(path, flags)
+        try:
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    yield name
+
+
+def _safetensors_writer(tensors: dict[str, torch.Tensor], metadata: dict[str, str]):
+    def write(tmp: str) -> None:
+        try:
+            tmp.encode("utf-8")
+        except UnicodeEncodeError:  # safetensors writes to UTF-8 paths only: write its bytes from here
+            Path(tmp).write_bytes(save(tensors, metadata))
+            return
+        save_file(tensors, tmp, metadata=metadata)
+    return write
+
+
+def _switch(written: list[tuple[Path, Path]]) -> None:
+    """Rename every (temporary file, its final path) into place; a rename needs no space, so none fails for a
+    full disk."""
+    for tmp, path in written:
+        os.replace(tmp, path)
+    folders = {path.parent for _, path in written}
+    for folder in folders:  # the renames themselves on disk
+        with suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def write_files(files: list[tuple[Path, object]]) -> None:
+    """Write every (path, write) so that all of them change or none: each goes to a temporary file, and only once
+    all are written are they renamed into place. A full disk raises DiskFull, a refused write CheckpointError;
+    either way the files as they were stay untouched."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, write in files:
+            written.append((_write_temp(Path(path), write), Path(path)))
+    except OSError as e:
+        for tmp, _ in written:
+            tmp.unlink(missing_ok=True)
+        raise write_error(Path(files[len(written)][0]), e) from None
+    except BaseException:
+        for tmp, _ in written:
+            tmp.unlink(missing_ok=True)
+        raise
+    _switch(written)
+
+
+def write_error(path: Path, error: OSError) -> OSError | CheckpointError:
+    """The user's side of a failed write (a full disk, a folder they may not write to); any other OSError stays
+    itself (a bug or a broken disk, with its traceback)."""
+    if error.errno in FULL:
+        return DiskFull("checkpoint.disk_full", "the disk is full: there is no space left to write {path}",
+                        path=path)
+    if error.errno in REFUSED:
+        return CheckpointError("checkpoint.write_refused", "{path} could not be written: {reason}",
+                               path=path, reason=error.strerror or str(error))
+    return error
+
+
+def _atomic_write(path: Path, write) -> None:
+    """write(tmp_path) then rename over path: readers see the old file or the new one, never half."""
+    write_files([(path, write)])
+
+
+def _json_writer(data):
+    return lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1))
+
+
 def _write_json(path: Path, data) -> None:
-    _atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=1)))
+    _atomic_write(path, _json_writer(data))
 
 
-def _weights_metadata(model: GPT, tokenizer: CharTokenizer, step: int) -> dict[str, str]:
+def _weights_metadata(model: GPT, tokenizer: Tokenizer, step: int) -> dict[str, str]:
     return {"format": FORMAT, "step": str(step), "config": json.dumps(model.cfg.to_dict()),
             "tokenizer": json.dumps(tokenizer.to_dict())}
 
@@ -100,27 +221,33 @@ def library_versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "safetensors": safetensors.__version__}
 
 
-def save_weights(path: Path, model: GPT, tokenizer: CharTokenizer, step: int) -> None:
-    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+def _weights_writer(model: GPT, tokenizer: Tokenizer, step: int):
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}  # device-free files
     meta = _weights_metadata(model, tokenizer, step)
-    _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    return _safetensors_writer(tensors, meta)
 
 
-def save_checkpoint(directory: Path, model: GPT, tokenizer: CharTokenizer, meta: dict,
+def save_weights(path: Path, model: GPT, tokenizer: Tokenizer, step: int) -> None:
+    _atomic_write(path, _weights_writer(model, tokenizer, step))
+
+
+def save_checkpoint(directory: Path, model: GPT, tokenizer: Tokenizer, meta: dict,
                     optimizer: torch.optim.Optimizer | None = None) -> Path:
-    """Write (or overwrite) a checkpoint folder; weights first, since they are the source of truth."""
+    """Write (or overwrite) a checkpoint folder, all of its files or none (see write_files)."""
     directory = Path(directory)
     step = int(meta.get("step", 0))
-    save_weights(directory / "model.safetensors", model, tokenizer, step)
+    files = [(directory / "model.safetensors", _weights_writer(model, tokenizer, step))]
     if optimizer is not None:
         state = optimizer_tensors(model, optimizer)
-        _atomic_write(directory / "optimizer.safetensors", lambda tmp: save_file(state, tmp, {"step": str(step)}))
-    _write_json(directory / "config.json", {"model": model.cfg.to_dict(), "tokenizer": tokenizer.to_dict()})
-    _write_json(directory / "meta.json", {"versions": library_versions(), **meta})
+        files.append((directory / "optimizer.safetensors", _safetensors_writer(state, {"step": str(step)})))
+    files.append((directory / "config.json",
+                  _json_writer({"model": model.cfg.to_dict(), "tokenizer": tokenizer.to_dict()})))
+    files.append((directory / "meta.json", _json_writer({"versions": library_versions(), **meta})))
+    write_files(files)
     return directory
 
 
-def save_snapshot(directory: Path, model: GPT, tokenizer: CharTokenizer, step: int) -> Path:
+def save_snapshot(directory: Path, model: GPT, tokenizer: Tokenizer, step: int) -> Path:
     path = Path(directory) / "snapshots" / f"step_{step:06d}.safetensors"
     save_weights(path, model, tokenizer, step)
     return path
@@ -129,50 +256,89 @@ def save_snapshot(directory: Path, model: GPT, tokenizer: CharTokenizer, step: i
 def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
     folder = Path(directory) / "snapshots"
     found = [(int(m.group(1)), p) for p in folder.glob("step_*.safetensors")
-             if (m := re.fullmatch(r"step_(\d+)\.safetensors", p.name))]
+             if (m := re.fullmatch(r"step_(\d+)\.safetensors", p.name)) and p.is_file()]  # (never a FIFO)
     return sorted(found)
 
 
 def _read_safetensors(path: Path, tensors: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """(tensors, header metadata) of a safetensors file (tensors={} when not asked for); never unpickles."""
     try:
-        with safe_open(str(path), framework="pt") as f:
-            metadata = f.metadata() or {}
-        return (load_file(str(path)) if tensors else {}), metadata
+        with usable_path(path) as name:
+            with safe_open(name, framework="pt") as f:
+                metadata = f.metadata() or {}
+            return (load_file(name) if tensors else {}), metadata
     except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+        raise CheckpointError("checkpoint.unreadable", "{path} is not a readable safetensors file ({reason})",
+                              path=path, reason=str(e)) from None
+
+
+def check_regular_file(path: Path) -> None:
+    """A file to read must be a regular file: a link to a device would read forever, a FIFO block."""
+    try:
+        mode = path.stat().st_mode  # (follows a link to what it points to)
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise CheckpointError("checkpoint.dangling_link", "{path} is a link to {target}, which does not exist",
+                                  path=path, target=os.readlink(path)) from None
+        raise CheckpointError("checkpoint.missing_file", "{path} does not exist", path=path) from None
+    except OSError as e:
+        raise CheckpointError("checkpoint.cannot_read", "cannot read {path}: {reason}", path=path,
+                              reason=e.strerror or str(e)) from None
+    if not stat.S_ISREG(mode):
+        raise CheckpointError("checkpoint.not_regular", "{path} is not a regular file but {kind}: weights are a file "
+                              "written by this program", path=path, kind=_kind(mode))
+
+
+def _kind(mode: int) -> Message:
+    if stat.S_ISDIR(mode):
+        return message("checkpoint.kind_folder", "a folder")
+    if stat.S_ISFIFO(mode):
+        return message("checkpoint.kind_fifo", "a FIFO (a named pipe)")
+    return message("checkpoint.kind_device", "a device or a socket")
+
+
+def weights_metadata(path: Path) -> dict[str, str]:
+    """The header metadata of a safetensors file, without reading its tensors."""
+    check_regular_file(Path(path))
+    return _read_safetensors(Path(path), tensors=False)[1]
 
 
 def _read_weights(path: Path):
-    if not path.is_file():
-        raise CheckpointError(f"{path} does not exist")
+    check_regular_file(path)
     tensors, metadata = _read_safetensors(path)
     if metadata.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a gptcore checkpoint (no '{FORMAT}' metadata)")
+        raise CheckpointError("checkpoint.foreign", "{path} is not a gptcore checkpoint (no '{format}' metadata)",
+                              path=path, format=FORMAT)
     return tensors, metadata
 
 
-def load_weights(path: Path) -> tuple[GPT, CharTokenizer, int]:
+def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
     """Rebuild the model a weights file describes; every failure becomes a CheckpointError."""
     tensors, metadata = _read_weights(Path(path))
     try:
         cfg = GPTConfig.from_dict(json.loads(metadata["config"]))
-        tokenizer = CharTokenizer.from_dict(json.loads(metadata["tokenizer"]))
+        tokenizer = tokenizer_from_dict(json.loads(metadata["tokenizer"]))
         step = int(metadata.get("step", 0))
-    except (KeyError, ValueError, TypeError, ConfigError) as e:
-        raise CheckpointError(f"{path} has unusable metadata: {e}") from None
+    except KeyError as e:
+        raise CheckpointError("checkpoint.metadata_missing", "{path} has no '{entry}' in its metadata, so the model "
+                              "cannot be rebuilt from it", path=path, entry=str(e.args[0])) from None
+    except (ValueError, TypeError, ConfigError) as e:
+        raise CheckpointError("checkpoint.bad_metadata", "{path} has unusable metadata: {reason}", path=path,
+                              reason=e.message if isinstance(e, UserError) else str(e)) from None
     if tokenizer.vocab_size != cfg.vocab_size:
-        raise CheckpointError(f"{path}: tokenizer has {tokenizer.vocab_size} characters but the model "
-                              f"expects a vocabulary of {cfg.vocab_size}")
+        raise CheckpointError("checkpoint.vocab_mismatch", "{path}: tokenizer has {chars} characters but the model "
+                              "expects a vocabulary of {vocab}", path=path, chars=tokenizer.vocab_size,
+                              vocab=cfg.vocab_size)
     try:
         check_buildable(cfg)
     except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}") from None
+        raise CheckpointError("checkpoint.unbuildable", "{path}: {reason}", path=path, reason=e.message) from None
     expected = {k: tuple(v.shape) for k, v in meta_model(cfg).state_dict().items()}
     found = {k: tuple(v.shape) for k, v in tensors.items()}
     if expected != found:
         diff = sorted(set(expected.items()) ^ set(found.items()))[:4]
-        raise CheckpointError(f"{path}: weights do not match the model config (first differences: {diff})")
+        raise CheckpointError("checkpoint.shape_mismatch", "{path}: weights do not match the model config (first "
+                              "differences: {diff})", path=path, diff=str(diff))
     check_values(path, tensors)
     model = GPT(cfg)
     model.load_state_dict(tensors)
@@ -184,32 +350,110 @@ def check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Weights must be floating point and finite: integers would be cast silently, NaN only fails later."""
     for name, t in tensors.items():
         if not t.is_floating_point():
-            raise CheckpointError(f"{path}: {name} holds {t.dtype} values, not floating-point weights")
+            raise CheckpointError("checkpoint.not_float", "{path}: {name} holds {dtype} values, not floating-point "
+                                  "weights", path=path, name=name, dtype=str(t.dtype))
         if not torch.isfinite(t).all():
-            raise CheckpointError(f"{path}: {name} contains NaN or infinite values (a diverged run?)")
+            raise CheckpointError("checkpoint.not_finite", "{path}: {name} contains NaN or infinite values (a "
+                                  "diverged run?)", path=path, name=name)
 
 
 def load_checkpoint(directory: Path | str) -> Checkpoint:
     directory = Path(directory)
     if not directory.is_dir():
-        raise CheckpointError(f"no checkpoint folder at {directory}")
+        raise CheckpointError("checkpoint.no_folder", "no checkpoint folder at {path}", path=directory)
     model, tokenizer, step = load_weights(directory / "model.safetensors")
     meta = read_meta(directory)
     meta["step"] = step  # the weights file is authoritative if meta.json lags behind
     return Checkpoint(model, tokenizer, meta, directory)
 
 
-def read_meta(directory: Path) -> dict:
-    path = Path(directory) / "meta.json"
+# ---------------------------------------------------------------- meta.json, checked value by value
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _duration(v) -> bool:
+    return _number(v) and math.isfinite(v) and v >= 0
+
+
+def _optional(check):
+    return lambda v: v is None or check(v)
+
+
+def _list_of(check):
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+def _table(v) -> bool:
+    return isinstance(v, dict)
+
+
+def _text(v) -> bool:
+    return isinstance(v, str)
+
+
+HISTORY_FIELDS = {"step": _list_of(_count), "train_loss": _list_of(_number), "lr": _list_of(_number),
+                  "time": _list_of(_number), "eval_step": _list_of(_count), "eval_train": _list_of(_number),
+                  "eval_val": _list_of(_number), "final_val": _optional(_number)}
+
+
+def _history(v) -> bool:
+    """Every known series of the right kind, and the ones drawn together of the same length."""
+    return isinstance(v, dict) and all(check(v[k]) for k, check in HISTORY_FIELDS.items() if k in v) and \
+        len(v.get("step", [])) == len(v.get("train_loss", [])) and \
+        len(v.get("eval_step", [])) == len(v.get("eval_val", []))
+
+
+def _stored_message(v) -> bool:
+    return isinstance(v, str) or stored_message(v) is not None
+
+
+META_FIELDS = {"step": _count, "status": _text, "history": _history, "train_config": _table, "corpus": _text,
+               "wall_time": _duration, "final_val_loss": _optional(_number), "params": _optional(_count),
+               "tokenizer": _text, "message": _stored_message, "corpus_source": _optional(_table),
+               "versions": _table, "hardware": _table, "diverging": _optional(_table)}
+
+
+def _read_object(path: Path) -> dict | None:
+    """meta.json as it is on disk: {} when there is none, None when it is not a JSON object."""
     try:
-        meta = json.loads(path.read_text())
-        return meta if isinstance(meta, dict) else {}
-    except (OSError, ValueError):
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def checked_meta(directory: Path) -> tuple[dict, list[str] | None]:
+    """(the values of meta.json that passed their checks, the names of those that did not); the list is None when
+    the file is not a JSON object at all. Values a reader relies on (numbers to format, lists to plot) are only
+    ever taken from here."""
+    meta = _read_object(Path(directory) / "meta.json")
+    if meta is None:
+        return {}, None
+    damaged = sorted(k for k, check in META_FIELDS.items() if k in meta and not check(meta[k]))
+    checked = {k: v for k, v in meta.items() if k not in damaged}
+    for key in ("status", "corpus", "tokenizer", "message"):  # texts to show: a file name that is not UTF-8 escaped
+        if isinstance(checked.get(key), str):
+            checked[key] = printable(checked[key])
+    return checked, damaged
+
+
+def read_meta(directory: Path) -> dict:
+    """meta.json's values that passed their checks (see checked_meta); {} when there is none."""
+    return checked_meta(directory)[0]
 
 
 def update_meta(directory: Path, **changes) -> None:
-    _write_json(Path(directory) / "meta.json", {**read_meta(directory), **changes})
+    """Change some of meta.json's entries, keeping the others as they are on disk."""
+    path = Path(directory) / "meta.json"
+    _write_json(path, {**(_read_object(path) or {}), **changes})
 
 
 def optimizer_tensors(model: GPT, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
@@ -219,8 +463,8 @@ def optimizer_tensors(model: GPT, optimizer: torch.optim.Optimizer) -> dict[str,
     for group in optimizer.param_groups:
         for p in group["params"]:
             for key, value in optimizer.state.get(p, {}).items():
-                out[f"{names[id(p)]}::{key}"] = torch.as_tensor(value).detach().clone().reshape(-1) \
-                    if key == "step" else value.detach().contiguous()
+                out[f"{names[id(p)]}::{key}"] = torch.as_tensor(value).detach().cpu().clone().reshape(-1) \
+                    if key == "step" else value.detach().cpu().contiguous()
     return out
 
 
@@ -236,13 +480,19 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
     for key, value in tensors.items():
         name, _, slot = key.partition("::")
         if name not in params:
-            raise CheckpointError(f"{path}: optimizer state for unknown parameter {name!r}")
+            raise CheckpointError("checkpoint.unknown_parameter", "{path}: optimizer state for unknown parameter "
+                                  "'{name}'", path=path, name=name)
         p = params[name]
         if value.numel() != (1 if slot == "step" else p.numel()) or not value.is_floating_point():
-            raise CheckpointError(f"{path}: {key} has {value.numel():,} {value.dtype} values; "
-                                  f"it needs {1 if slot == 'step' else p.numel():,} floats")
-        state[(p, slot)] = value.reshape(()) if slot == "step" else value.reshape(p.shape)
+            raise CheckpointError("checkpoint.optimizer_shape", "{path}: {entry} has {n:,} {dtype} values; it needs "
+                                  "{need:,} floats", path=path, entry=key, n=value.numel(), dtype=str(value.dtype),
+                                  need=1 if slot == "step" else p.numel())
+        state[(p, slot)] = value.reshape(()) if slot == "step" else value.reshape(p.shape).to(p.device)
+    # torch's fused (and capturable) AdamW keeps its step counts on the parameters' device, other optimizers on the CPU
+    on_device = {id(p) for g in optimizer.param_groups if g.get("fused") or g.get("capturable") for p in g["params"]}
     for (p, slot), value in state.items():  # only once every entry has passed
+        if slot == "step" and id(p) in on_device:
+            value = value.to(p.device)
         optimizer.state[p][slot] = value
     return True
 
@@ -282,19 +532,54 @@ def training_lock(directory: Path):
     a lock left by a process that died is taken over. On release, removes what a run that saved no checkpoint
     leaves behind (its snapshots, which nothing can open without the model), and then the folder if empty."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_folder(directory)
     lock = directory / LOCK
     if not _claim(lock):
         if (pid := lock_holder(directory)) is not None:
-            raise CheckpointError(f"{directory} is being trained by another process (pid {pid}); stop it first")
+            raise CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
+                                  "stop it first", path=directory, pid=pid)
         lock.unlink(missing_ok=True)  # stale
         if not _claim(lock):  # someone else took it over in between
-            raise CheckpointError(f"{directory} is being trained by another process; stop it first")
+            raise CheckpointError("checkpoint.busy", "{path} is being trained by another process; stop it first",
+                                  path=directory)
     try:
         yield
     finally:
         lock.unlink(missing_ok=True)
         clear_abandoned(directory)
+
+
+def make_folder(directory: Path) -> None:
+    """Create a run's folder (and the folders above it); a file in the way, or no right to write, is said."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise CheckpointError("checkpoint.file_in_the_way", "{path} cannot be a checkpoint folder: it, or a folder "
+                              "above it, is a file", path=directory) from None
+    except OSError as e:
+        if (error := write_error(directory, e)) is e:
+            raise
+        raise error from None
+
+
+def check_new_folder(directory: Path) -> None:
+    """A new run may only go into a folder that does not exist, is empty or holds an abandoned run's leftovers:
+    never over a checkpoint or over anyone's files (the command line writes wherever it is asked to)."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError("checkpoint.out_is_file", "{path} is a file, not a folder: choose a folder for the "
+                              "checkpoint", path=directory)
+    if (directory / "model.safetensors").exists():
+        raise CheckpointError("checkpoint.holds_model", "{path} already holds a trained model; continue it with "
+                              "--resume, or choose another --out", path=directory)
+    if directory.exists() and not clear_abandoned(directory):
+        if (pid := lock_holder(directory)) is not None:
+            raise CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
+                                  "stop it first", path=directory, pid=pid)
+        entries = sorted(shown_name(p) for p in directory.iterdir())  # (what clearing the leftovers left)
+        raise CheckpointError("checkpoint.not_empty", "{path} already holds files this run did not write ({names}): "
+                              "choose a new or empty folder, so that nothing in it is overwritten", path=directory,
+                              names=", ".join(entries[:5]) + (f" … (+{len(entries) - 5})" if len(entries) > 5 else ""))
 
 
 def clear_abandoned(directory: Path) -> bool:
@@ -317,20 +602,22 @@ def resumable_meta(directory: Path) -> dict:
     history = meta.get("history")
     if not isinstance(meta.get("train_config"), dict) or not isinstance(history, dict) or \
             not all(isinstance(history.get(key, []), list) for key in ("step", "train_loss", "eval_step", "eval_val")):
-        raise CheckpointError(f"{Path(directory) / 'meta.json'} is missing or damaged: the run's training settings "
-                              "and loss history are kept there, so it cannot be continued (it can still be inspected)")
+        raise CheckpointError("checkpoint.not_resumable", "{path} is missing or damaged: the run's training settings "
+                              "and loss history are kept there, so it cannot be continued (it can still be "
+                              "inspected)", path=Path(directory) / "meta.json")
     return meta
 
 
 def delete_checkpoint(directory: Path, root: Path | None = None) -> None:
     directory, root = Path(directory).resolve(), Path(root or CHECKPOINT_ROOT).resolve()
     if directory.parent != root:
-        raise CheckpointError(f"refusing to delete {directory}: it is not inside {root}")
+        raise CheckpointError("checkpoint.delete_outside", "refusing to delete {path}: it is not inside {root}",
+                              path=directory, root=root)
     shutil.rmtree(directory)
 
 
 def rename_checkpoint(directory: Path, new_name: str, root: Path | None = None) -> Path:
     target = checkpoint_dir(new_name, root)
     if target.exists():
-        raise CheckpointError(f"a checkpoint named {target.name!r} already exists")
+        raise CheckpointError("checkpoint.name_taken", "a checkpoint named '{name}' already exists", name=target.name)
     return Path(directory).rename(target)

@@ -1,27 +1,38 @@
-"""python -m gptcore train | eval | sample — the tutorial's script as a command line."""
+"""python -m gptcore train | eval | sample | prepare — the tutorial's script as a command line.
+
+Several processes (one per GPU, or a few on a CPU) train one run under torchrun, with --batch-size the global batch:
+
+    torchrun --standalone --nproc_per_node=N -m gptcore train --data ... --out ...
+"""
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
-from .config import GPTConfig, Setting, TrainConfig, number_text, settings
-from .data import CorpusError, load_corpus, split_ids, unknown_warning
+from . import ddp
+from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
+from .data import CorpusError, load_corpus, unknown_warning
 from .describe import format_step
-from .errors import UserError
+from .device import describe as describe_device
+from .device import dtype_name, resolve
+from .errors import UserError, printable
+from .prepare import TOKENS, is_prepared, open_prepared
 from .recipes import RECIPES
 from .runs import RunTrainer
 from .sources import CorpusSource
-from .train import Diverged, TrainControl, evaluate
+from .train import Diverged, TrainControl, diverging_message, encode_split, evaluate
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="path to a UTF-8 text file, or 'builtin' for our generated stories")
+    p.add_argument("--data", required=True, help="path to a UTF-8 text file, a folder made by `prepare`, or "
+                                                 "'builtin' for our generated stories")
     p.add_argument("--max-chars", type=int, default=1_000_000, help="use only the first N characters (tutorial: 1M)")
     p.add_argument("--builtin-chars", type=int, default=1_000_000)
     p.add_argument("--builtin-seed", type=int, default=0)
@@ -44,7 +55,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group(title, "defaults are the tutorial recipe's; --recipe starts from another")
         for s in settings(cls).values():
             if s.cli:
-                group.add_argument(s.flag, **flag_options(s))
+                group.add_argument(s.flag, dest=s.name, **flag_options(s))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--temperature", type=float, default=1.0)
     sample.add_argument("--top-k", type=int, default=None)
     sample.add_argument("--seed", type=int, default=0)
+    for command in (ev, sample):
+        command.add_argument("--device", **flag_options(settings(TrainConfig)["device"]))
+    prep = sub.add_parser("prepare", help="tokenize a text file once into a memory-mapped token file to train from")
+    prep.add_argument("--data", required=True, help="the UTF-8 text file (any size: it is read in pieces)")
+    prep.add_argument("--out", required=True, help="folder for tokens.bin, tokenizer.json and header.json; "
+                                                   "then train with --data <this folder>")
+    for name in ("tokenizer", "bpe_vocab"):
+        s = settings(TrainConfig)[name]
+        prep.add_argument(s.flag, dest="vocab_size" if name == "bpe_vocab" else name,
+                          **{**flag_options(s), "default": s.default})
     copying = sub.add_parser("copying", help="does a checkpoint copy from its context? loss per copy and induction "
                                              "heads on random text shown twice")
     copying.add_argument("--checkpoint", required=True)
@@ -119,45 +140,95 @@ class Progress:
             self.stream.flush()
 
 
-def cmd_train(args) -> int:
-    out = Path(args.out)
-    out = out.parent / ckpt.safe_name(out.name)
+def new_or_resumed_configs(args, out: Path) -> tuple[GPTConfig | None, TrainConfig] | str:
+    """(model config or None when resuming, training config) from the recipe or the run, and the flags given;
+    a string says why the flags do not go together."""
+    flags = picked(args, TrainConfig)
     if args.resume:
         if args.recipe != "tutorial":
-            print("error: --recipe starts a new run; --resume continues with the run's own settings "
-                  "(change single ones with their flags)", file=sys.stderr)
-            return 2
+            return ("--recipe starts a new run; --resume continues with the run's own settings "
+                    "(change single ones with their flags)")
         if picked(args, GPTConfig):
-            print("error: a resumed run keeps its model; model flags (--d-model, --context, ...) need a new run",
-                  file=sys.stderr)
-            return 2
+            return "a resumed run keeps its model; model flags (--d-model, --context, ...) need a new run"
         base = ckpt.resumable_meta(out)["train_config"]
-        tc = TrainConfig.from_dict({**base, **picked(args, TrainConfig)})
-        model_cfg = None
-    else:
-        if (out / "model.safetensors").exists():
-            print(f"error: {out} already holds a trained model; continue it with --resume, or choose another --out",
-                  file=sys.stderr)
-            return 2
-        recipe = RECIPES[args.recipe]
-        tc = TrainConfig.from_dict({**recipe.train.to_dict(), **picked(args, TrainConfig)})
-        model_cfg = GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, GPTConfig)})
+        # where it computes is this command's choice, not the run's (it may continue on another machine)
+        base = {k: v for k, v in base.items() if k not in PLACE}
+        return None, TrainConfig.from_dict({**base, **flags})
+    if (out / "model.safetensors").exists():
+        return f"{out} already holds a trained model; continue it with --resume, or choose another --out"
+    recipe = RECIPES[args.recipe]
+    return (GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, GPTConfig)}),
+            TrainConfig.from_dict({**recipe.train.to_dict(), **flags}))
+
+
+def training_corpus(args):
+    """(corpus, its source for the app's Continue): a text, or a prepared token file, which brings its own
+    tokenizer."""
+    if is_prepared(args.data):
+        prepared = open_prepared(args.data)
+        asked = getattr(args, "tokenizer", None)
+        if asked is not None and asked != prepared.tokenizer.kind:
+            raise CorpusError("prepare.tokenizer_flag", "{path} was prepared with the {kind} tokenizer, which it "
+                              "keeps: leave out --tokenizer", path=args.data, kind=prepared.tokenizer.kind)
+        return prepared, None
     corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
     # recorded with the run, so the app's Continue button can load the same corpus again
     source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed) if args.data == "builtin" \
         else CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=args.max_chars)
+    return corpus, source
+
+
+@contextmanager
+def stop_on_signals(control: TrainControl):
+    """First Ctrl-C or SIGTERM: finish the step, save and exit; a second Ctrl-C raises KeyboardInterrupt (handled
+    in main). torchrun passes each signal it gets on to every process once, so all of them save and stop.
+    The handlers before are back afterwards."""
+    def first(*_):
+        control.request_stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    before = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def cmd_train(args) -> int:
+    out = Path(args.out)
+    out = out.parent / ckpt.safe_name(out.name)
+    configs = new_or_resumed_configs(args, out)
+    if isinstance(configs, str):
+        print(f"error: {configs}", file=sys.stderr)
+        return 2
+    model_cfg, tc = configs
+    corpus, source = training_corpus(args)
+    dist = ddp.from_env(tc.device)  # under torchrun: join the other processes (None for one process)
+    try:
+        return train_here(args, out, model_cfg, tc, corpus, source, dist)
+    finally:
+        if dist is not None:
+            dist.close()
+
+
+def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist) -> int:
+    """Train in this process (one of several under torchrun, where process 0 alone prints and writes)."""
     trainer = RunTrainer(model_cfg or GPTConfig(), tc, corpus, source, out_dir=out,
-                         resume_from=out if args.resume else None)
+                         resume_from=out if args.resume else None, dist=dist)
+    say = print if trainer.main else (lambda *a, **k: None)
     if warning := unknown_warning(trainer.unknown):
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"vocab {trainer.tokenizer.vocab_size}, params {trainer.model.num_params():,}")
+        say(f"warning: {warning}", file=sys.stderr)
+    processes = f" × {dist.world_size} processes (batch {tc.batch_size // dist.world_size} each)" if dist else ""
+    say(f"vocab {trainer.tokenizer.vocab_size}, params {trainer.model.num_params():,}, "
+        f"{describe_device(trainer.device)}{processes}, {dtype_name(trainer.dtype)}")
     if args.resume:
         restored = "with" if trainer.optimizer_restored else "without (it starts fresh)"
-        print(f"resuming from step {trainer.start_step - 1} in {out}, {restored} the saved optimizer state")
+        say(f"resuming from step {trainer.start_step - 1} in {printable(out.resolve())}, {restored} the saved "
+            "optimizer state")
+    else:
+        say(f"writing the checkpoint to {printable(out.resolve())}")
     control = TrainControl()
-    # first Ctrl-C: finish the step, save and exit; a second one raises KeyboardInterrupt (handled in main)
-    signal.signal(signal.SIGINT,
-                  lambda *_: (control.request_stop(), signal.signal(signal.SIGINT, signal.default_int_handler)))
     progress = Progress()
 
     def on_event(kind, d):
@@ -172,39 +243,67 @@ def cmd_train(args) -> int:
         elif kind == "sample":
             progress.clear()
             print(f"--- sample at step {d['step']} ---\n{d['text']}\n---", flush=True)
+        elif kind == "diverging":
+            progress.clear()
+            print(f"warning: {diverging_message(d)}" if d is not None else
+                  "note: the validation loss is back below twice ln V: the run is no longer diverging",
+                  file=sys.stderr, flush=True)
 
     t0 = time.time()
     try:
-        status = trainer.run(on_event, control)
+        with stop_on_signals(control):
+            status = trainer.run(on_event, control)
     except Diverged as e:
         progress.clear()
-        print(f"error: {trainer.diverged_message(e)}", file=sys.stderr)
+        say(f"error: {trainer.diverged_message(e)}", file=sys.stderr)
         return 3
-    print(f"{time.time() - t0:.0f}s")
-    print(f"{status} at {format_step(trainer.step, tc.steps)}; checkpoint saved to {out}")
+    except UserError:  # a full disk, a folder that is not free: said by main
+        progress.clear()
+        raise
+    say(f"{time.time() - t0:.0f}s")
+    say(f"{status} at {format_step(trainer.step, tc.steps)}; checkpoint saved to {printable(out.resolve())}")
+    if trainer.diverging is not None:
+        say(f"warning: {diverging_message(trainer.diverging)}", file=sys.stderr)
     return 0
+
+
+def eval_ids(args, tokenizer):
+    """(token ids to score, what they are): a prepared token file's split, or a text encoded as in training."""
+    if is_prepared(args.data):
+        prepared = open_prepared(args.data)
+        if prepared.tokenizer != tokenizer:
+            raise CorpusError("prepare.other_tokenizer", "{path} was prepared with another tokenizer than the "
+                              "checkpoint's ({prepared} against {run})", path=args.data,
+                              prepared=prepared.tokenizer.describe(), run=tokenizer.describe())
+        return (prepared.val if args.split == "val" else prepared.whole), prepared.description
+    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
+    if warning := unknown_warning(tokenizer.unknown(corpus.text)):
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.split == "val":  # the validation split exactly as the run had it
+        return encode_split(tokenizer, corpus.text)[1], corpus.description
+    return torch.tensor(tokenizer.encode(corpus.text), dtype=torch.long), corpus.description
 
 
 def cmd_eval(args) -> int:
     loaded = ckpt.load_checkpoint(args.checkpoint)
-    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
-    if warning := unknown_warning(loaded.tokenizer.unknown(corpus.text)):
-        print(f"warning: {warning}", file=sys.stderr)
-    ids = torch.tensor(loaded.tokenizer.encode(corpus.text), dtype=torch.long)
-    if args.split == "val":
-        ids = split_ids(ids)[1]
+    ids, described = eval_ids(args, loaded.tokenizer)
+    unit = loaded.tokenizer.unit
     if len(ids) < 2:
-        print(f"error: {corpus.description} has {len(ids)} character(s) the model knows in its {args.split} split; "
+        print(f"error: {described} has {len(ids)} {unit}(s) the model knows in its {args.split} split; "
               "scoring needs at least 2", file=sys.stderr)
         return 2
-    print(f"scoring {len(ids) - 1:,} characters of {corpus.description} ({args.split})")
-    print(f"val_loss {evaluate(loaded.model, ids):.4f}")
+    device = resolve(args.device or "auto")
+    print(f"scoring {len(ids) - 1:,} {unit}s of {described} ({args.split}) on {describe_device(device)}")
+    print(f"val_loss {evaluate(loaded.model.to(device), ids):.4f}")
     return 0
 
 
 def cmd_sample(args) -> int:
     if args.chars < 1:
         print(f"error: --chars must be at least 1, got {args.chars}", file=sys.stderr)
+        return 2
+    if not args.prompt:
+        print("error: the prompt is empty: give --prompt at least one character to continue from", file=sys.stderr)
         return 2
     loaded = ckpt.load_checkpoint(args.checkpoint)
     if warning := unknown_warning(loaded.tokenizer.unknown(args.prompt)):
@@ -213,14 +312,24 @@ def cmd_sample(args) -> int:
     if not ids:
         print("error: the prompt has no character the model knows", file=sys.stderr)
         return 2
-    gen = torch.Generator().manual_seed(args.seed)
-    out = loaded.model.stream(torch.tensor([ids]), args.chars, temperature=args.temperature, top_k=args.top_k,
-                              generator=gen)
+    device = resolve(args.device or "auto")
+    gen = torch.Generator(device).manual_seed(args.seed)
+    out = loaded.model.to(device).stream(torch.tensor([ids], device=device), args.chars,
+                                         temperature=args.temperature, top_k=args.top_k, generator=gen)
     sys.stdout.write(args.prompt)
-    for token in out:
-        sys.stdout.write(loaded.tokenizer.chars[token])
+    for text in loaded.tokenizer.stream(out):  # (a character split over two BPE tokens is written whole)
+        sys.stdout.write(text)
         sys.stdout.flush()
     sys.stdout.write("\n")
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    from .prepare import ProgressLine, prepare
+
+    header = prepare(args.data, args.out, args.tokenizer, args.vocab_size, progress=ProgressLine())
+    print(f"{header['tokens']:,} tokens ({header['train_tokens']:,} train) of {header['vocab_size']:,} "
+          f"{header['tokenizer']} ids as {header['dtype']} in {Path(args.out) / TOKENS}")
     return 0
 
 
@@ -234,7 +343,8 @@ def cmd_copying(args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying}
+    commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying,
+                "prepare": cmd_prepare}
     if args.command == "bench":
         try:
             import bench

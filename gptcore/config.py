@@ -32,6 +32,7 @@ class Setting:
     only_with: tuple[str, str] | None = None  # (field, value): it matters only then (warmup: cosine schedule)
     cli: bool = True  # a flag of `python -m gptcore train`
     widget: bool = True  # a widget on the Train page
+    option: str = ""  # the flag when it is not --<field-name> (bpe_vocab's is --vocab-size)
     # filled in from the dataclass field by settings()
     name: str = ""
     kind: type = object
@@ -39,7 +40,7 @@ class Setting:
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.option or "--" + self.name.replace("_", "-")
 
     def range_text(self) -> Message:
         """The allowed values in words: 'from 1 to 4,096', 'greater than 0 and at most 10,000', 'rms or layer'."""
@@ -198,7 +199,8 @@ EVERY = 1_000_000  # ceiling of the step counts and intervals
 class TrainConfig:
     steps: int = setting(1500, "Last step", "Steps 0…N run, like the tutorial's range(N + 1): 1500 means 1,501 "
                          "updates.", low=0, high=EVERY, step=100)
-    batch_size: int = setting(32, "Batch size", "Random windows of `context` characters per step.",
+    batch_size: int = setting(32, "Batch size", "Random windows of `context` characters per step; under torchrun "
+                              "the whole step's, split evenly over the processes.",
                               low=1, high=4096, step=1)
     lr: float = setting(3e-3, "Learning rate", "AdamW's peak learning rate (with Muon: for the embeddings, the head "
                         "and the norm gains).", low=0.0, high=10_000.0, low_open=True, step=1e-3)
@@ -243,6 +245,23 @@ class TrainConfig:
                            "of each batch.", low=0, high=256, step=1)
     final_eval: bool = setting(True, "Score the whole validation split", "At the end, the loss over every "
                                "validation window, without the sampling noise of the estimates.", widget=False)
+    # where and how the run computes; a resumed run takes these from its new command, not from the run
+    device: str = setting("auto", "Device", "Where training runs: auto takes a CUDA GPU, then an Apple GPU, then "
+                          "the CPU. Checkpoints load on any device.",
+                          choices={"auto": "auto", "cpu": "CPU", "cuda": "CUDA GPU", "mps": "Apple GPU (MPS)"})
+    dtype: str = setting("auto", "Precision", "auto: bfloat16 autocast and TF32 matmuls on a CUDA GPU, float32 "
+                         "elsewhere (the tutorial's numbers are float32's); fp32: float32 on every device; bf16: "
+                         "bfloat16 autocast on a GPU.", choices={"auto": "auto", "fp32": "float32", "bf16": "bfloat16"},
+                         widget=False)
+    compile: bool = setting(False, "torch.compile", "Compile the model before training: a minute more to start, "
+                            "faster steps on a GPU.", widget=False)
+    # the tokens of a new run (a resumed run keeps its own, which its checkpoint holds)
+    tokenizer: str = setting("char", "Tokenizer", "char: one token per distinct character, as in the tutorial; bpe: a "
+                             "byte-level BPE (GPT-2's recipe) learned from the training split, where a frequent word "
+                             "becomes one token.", choices={"char": "characters", "bpe": "byte-level BPE"})
+    bpe_vocab: int = setting(4096, "BPE vocabulary", "Tokens the BPE learns: the 256 bytes, <|endoftext|>, then the "
+                             "most frequent merges up to this many.", low=257, high=100_000, step=256,
+                             only_with=("tokenizer", "bpe"), option="--vocab-size")
 
     def __post_init__(self):
         self.validate()
@@ -259,3 +278,6 @@ class TrainConfig:
     def from_dict(cls, data: dict) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+PLACE = ("device", "dtype", "compile")  # where and how a run computes: a resumed run takes them from its new command

@@ -63,6 +63,11 @@ def previous_token_scores(patterns: torch.Tensor) -> torch.Tensor:
     return patterns[..., queries, queries - 1].mean(-1)
 
 
+def first_token_scores(patterns: torch.Tensor) -> torch.Tensor:
+    """(..., L, H) mean attention from each position to position 0 (position 0 itself left out)."""
+    return patterns[..., 1:, 0].mean(-1)
+
+
 @dataclass
 class CopyingReport:
     length: int
@@ -72,6 +77,7 @@ class CopyingReport:
     copy_losses: list[float]  # mean loss of each copy, first copy first
     induction: torch.Tensor  # (L, H), averaged over the sequences
     previous_token: torch.Tensor  # (L, H)
+    first_token: torch.Tensor  # (L, H)
 
     @property
     def ratio(self) -> float:
@@ -87,14 +93,17 @@ class CopyingReport:
 
 def check_shape(length: int, repeats: int, n_sequences: int, context: int) -> None:
     if length < 2:
-        raise InputError(f"length must be at least 2 (a copy's first character is never scored), got {length}")
+        raise InputError("copying.length", "length must be at least 2 (a copy's first character is never scored), "
+                         "got {length}", length=length)
     if repeats < 2:
-        raise InputError(f"repeats must be at least 2: copying needs a copy to copy from, got {repeats}")
+        raise InputError("copying.repeats", "repeats must be at least 2: copying needs a copy to copy from, got "
+                         "{repeats}", repeats=repeats)
     if n_sequences < 1:
-        raise InputError(f"the number of sequences must be at least 1, got {n_sequences}")
+        raise InputError("copying.sequences", "the number of sequences must be at least 1, got {n}", n=n_sequences)
     if length * repeats > context:
-        raise InputError(f"{repeats} copies of {length} characters need {length * repeats}; "
-                         f"the model's context is {context}")
+        raise InputError("copying.too_long", "{repeats} copies of {length} characters need {need}; the model's "
+                         "context is {context}", repeats=repeats, length=length, need=length * repeats,
+                         context=context)
 
 
 @torch.no_grad()
@@ -111,13 +120,15 @@ def measure_copying(model: GPT, length: int | None = None, repeats: int = 2,
     was_training = model.training
     model.eval()
     try:
-        logits, store = model.run_with_cache(ids)
+        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
     finally:
         model.train(was_training)
+    logits = logits.cpu()
     patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)
-    patterns = patterns.double()  # (B, L, H, T, T)
+    patterns = patterns.cpu().double()  # (B, L, H, T, T)
     return CopyingReport(length, repeats, n_sequences, seed, copy_losses(logits, ids, length).mean(0).tolist(),
-                         induction_scores(patterns, length).mean(0), previous_token_scores(patterns).mean(0))
+                         induction_scores(patterns, length).mean(0), previous_token_scores(patterns).mean(0),
+                         first_token_scores(patterns).mean(0))
 
 
 def format_report(report: CopyingReport, k: int = 4) -> str:

@@ -14,10 +14,13 @@ import re
 import string
 from dataclasses import dataclass
 
+from .errors import Message, message
+
 BUILTIN_DEFAULT_CHARS = 1_000_000
 SEPARATOR = "\n<|endoftext|>\n"
-SONG_CHANCE = 0.35  # share of stories whose hero has a silly song
-PASSWORD_CHANCE = 0.5  # share of stories with a secret hideout and its password
+SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
+PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
+NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -498,6 +501,8 @@ def _intro(b: _Builder, role: str):
         _song(b)
     if b.rng.random() < PASSWORD_CHANCE:
         _password(b)
+    if b.rng.random() < NOTE_CHANCE:
+        _note(b)
     b.para()
 
 
@@ -515,13 +520,25 @@ def _song(b: _Builder):
 
 def _password(b: _Builder):
     """A hideout whose password, a string of random letters and digits, is said three times in a row."""
-    b.ctx["password"] = _invent_code(b.rng, b.rng.randint(5, 8))
+    b.ctx["password"] = _invent_code(b.rng, b.rng.randint(5, 9))
     b.invented.append(b.ctx["password"])
     b.add('{H} had a secret hideout, and its password was "{password}!"',
           'To get into {H}\'s secret hideout, you had to say the password: "{password}!"')
     b.add('{C} knocked and said, "{password}!"', '"{password}!" said {C} at the door.')
     b.add('"{password}!" {H} said back, and {he} let {C} in.',
           '{H} smiled and said, "{password}!" Then {he} opened the door.')
+
+
+def _note(b: _Builder):
+    """A secret message of random letters and digits in small groups, read out three times: nothing but copying
+    predicts its second and third readings."""
+    groups = [_invent_code(b.rng, b.rng.randint(3, 5)) for _ in range(b.rng.randint(3, 5))]
+    b.ctx["note"] = " ".join(groups)
+    b.invented.append(b.ctx["note"])
+    b.add('{H} kept a note with a secret message on it: "{note}."',
+          '{C} gave {H} a note with a secret message: "{note}."')
+    b.add('Every night, {H} read it out loud: "{note}."', '{H} read the message again, slowly: "{note}."')
+    b.add('Then {he} whispered it once more: "{note}."', '"{note}," {H} said to {himself}.')
 
 
 def _companion_intro(b: _Builder, role: str):
@@ -867,5 +884,5 @@ def generate_stories(n_chars: int, seed: int = 0) -> str:
     return SEPARATOR.join(parts)[:n_chars]
 
 
-def builtin_description(n_chars: int, seed: int) -> str:
-    return f"built-in stories, {n_chars:,} chars, seed {seed}"
+def builtin_description(n_chars: int, seed: int) -> Message:
+    return message("corpus.builtin", "built-in stories, {n:,} chars, seed {seed}", n=n_chars, seed=seed)

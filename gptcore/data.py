@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import torch
 
-from .errors import UserError
+from .errors import Message, UserError, message
 from .tokenizer import CharTokenizer  # noqa: F401  (re-exported: callers import it from here)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -30,28 +30,37 @@ class CorpusError(UserError, ValueError):
 @dataclass
 class Corpus:
     text: str
-    description: str
+    description: Message  # what it is, for a person: "file stories.txt, first 1,000,000 chars"
+
+    def first(self, max_chars: int) -> Corpus:
+        """Its first max_chars characters (itself when it is no longer)."""
+        if len(self.text) <= max_chars:
+            return self
+        return Corpus(self.text[:max_chars], message("data.first_chars", "{corpus}, first {n:,} chars",
+                                                     corpus=self.description, n=max_chars))
 
 
 def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES, cut: bool = False) -> str:
     """Validate raw bytes as a UTF-8 text corpus and return the text (cut: raw is a prefix of the file, which
     may end inside a multi-byte character)."""
     if not raw:
-        raise CorpusError(f"{name} is empty")
+        raise CorpusError("data.empty", "{name} is empty", name=name)
     if len(raw) > max_bytes:
-        raise CorpusError(f"{name} is {len(raw):,} bytes, over the limit of {max_bytes:,} bytes")
+        raise CorpusError("data.too_large", "{name} is {size:,} bytes, over the limit of {limit:,} bytes", name=name,
+                          size=len(raw), limit=max_bytes)
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise CorpusError(f"{name} is UTF-16 text; save it as UTF-8")
+        raise CorpusError("data.utf16", "{name} is UTF-16 text; save it as UTF-8", name=name)
     if b"\x00" in raw[:1_000_000]:
-        raise CorpusError(f"{name} looks binary (it contains NUL bytes), not a text file")
+        raise CorpusError("data.binary", "{name} looks binary (it contains NUL bytes), not a text file", name=name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         if not (cut and e.reason == "unexpected end of data"):
-            raise CorpusError(f"{name} is not UTF-8 text (invalid byte at offset {e.start:,})") from None
+            raise CorpusError("data.not_utf8", "{name} is not UTF-8 text (invalid byte at offset {offset:,})",
+                              name=name, offset=e.start) from None
         text = raw[:e.start].decode("utf-8")
-    if not text.strip():
-        raise CorpusError(f"{name} contains only whitespace")
+    if not text or text.isspace():  # (not text.strip(), which copies a text that may be 60 MB)
+        raise CorpusError("data.whitespace", "{name} contains only whitespace", name=name)
     return text
 
 
@@ -60,23 +69,25 @@ def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES
     max_bytes is fine when only its first characters are wanted."""
     path = Path(path)
     if not path.exists():
-        raise CorpusError(f"no such file: {path}")
+        raise CorpusError("data.no_file", "no such file: {path}", path=path)
     if not path.is_file():
-        raise CorpusError(f"{path} is not a regular file (a folder or a device?)")
+        raise CorpusError("data.not_regular", "{path} is not a regular file (a folder or a device?)", path=path)
     size = path.stat().st_size
     if max_chars is None and size > max_bytes:  # checked before reading, so a huge file is never loaded
-        raise CorpusError(f"{path} is {size:,} bytes, over the limit of {max_bytes:,} bytes")
+        raise CorpusError("data.too_large", "{name} is {size:,} bytes, over the limit of {limit:,} bytes",
+                          name=path, size=size, limit=max_bytes)
     # UTF-8 takes at most 4 bytes per character
     wanted = size if max_chars is None else min(size, 4 * max_chars, max_bytes)
     try:
         with open(path, "rb") as f:
             raw = f.read(wanted)
     except OSError as e:
-        raise CorpusError(f"cannot read {path}: {e.strerror or e}") from None
+        raise CorpusError("data.cannot_read", "cannot read {path}: {reason}", path=path,
+                          reason=e.strerror or str(e)) from None
     text = decode_corpus(raw, str(path), max_bytes, cut=wanted < size)
     if max_chars is not None and len(text) < max_chars and wanted == max_bytes < size:
-        raise CorpusError(f"the first {max_chars:,} characters of {path} take more than the limit of "
-                          f"{max_bytes:,} bytes: ask for fewer")
+        raise CorpusError("data.prefix_too_large", "the first {n:,} characters of {path} take more than the limit "
+                          "of {limit:,} bytes: ask for fewer", n=max_chars, path=path, limit=max_bytes)
     return text
 
 
@@ -91,14 +102,14 @@ def load_corpus(source: str, max_chars: int | None = None, builtin_chars: int = 
     """'builtin' for our generated stories, otherwise a path to a UTF-8 text file."""
     for name, value in (("max_chars", max_chars), ("builtin_chars", builtin_chars)):
         if value is not None and value < 1:
-            raise CorpusError(f"{name} must be at least 1, got {value:,}")
+            raise CorpusError("data.size_below_one", "{name} must be at least 1, got {value:,}", name=name,
+                              value=value)
     if source == "builtin":
         corpus = builtin_corpus(builtin_chars, builtin_seed)
     else:
-        corpus = Corpus(read_corpus_file(source, max_bytes, max_chars), f"file {Path(source).name}")
-    if max_chars is not None and len(corpus.text) > max_chars:
-        corpus = Corpus(corpus.text[:max_chars], f"{corpus.description}, first {max_chars:,} chars")
-    return corpus
+        corpus = Corpus(read_corpus_file(source, max_bytes, max_chars),
+                        message("data.file_corpus", "file {name}", name=Path(source).name))
+    return corpus if max_chars is None else corpus.first(max_chars)
 
 
 def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path = DOWNLOAD_CACHE,
@@ -121,39 +132,69 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
                 if progress:
                     progress(done, total)
         if total is not None and done != total:
-            raise CorpusError(f"download of {url} stopped after {done:,} of {total:,} bytes")
+            raise CorpusError("data.download_cut", "download of {url} stopped after {done:,} of {total:,} bytes",
+                              url=url, done=done, total=total)
     except OSError as e:
         partial.unlink(missing_ok=True)
-        raise CorpusError(download_failure(url, target, e)) from None
+        raise CorpusError.of(download_failure(url, target, e)) from None
     os.replace(partial, target)
     return target
 
 
-def download_failure(url: str, target: Path, error: OSError) -> str:
+def download_failure(url: str, target: Path, error: OSError) -> Message:
     """What went wrong with a download, in words, and what the person can do about it."""
     reason = getattr(error, "reason", error)  # urllib wraps the socket's error in a URLError
     if isinstance(error, urllib.error.HTTPError):
-        why = f"the server answered {error.code} {error.reason}"
+        why = message("data.http_error", "the server answered {code} {reason}", code=error.code,
+                      reason=str(error.reason))
     elif isinstance(reason, socket.gaierror):
-        why = f"{urlsplit(url).hostname} could not be found, so this machine seems to be offline"
+        why = message("data.offline", "{host} could not be found, so this machine seems to be offline",
+                      host=urlsplit(url).hostname or url)
     elif isinstance(reason, TimeoutError | socket.timeout):
-        why = "the server did not answer in time"
+        why = message("data.timeout", "the server did not answer in time")
     elif isinstance(error, urllib.error.URLError):
-        why = f"the connection failed ({reason})"
+        why = message("data.connection_failed", "the connection failed ({reason})", reason=str(reason))
     else:
-        why = f"the file could not be written ({error})"
-    return (f"could not download {url}: {why}. Connect to the internet and try again, or fetch that file on "
-            f"another machine and copy it to {target}, where it is picked up without a network. The built-in "
-            "stories need no download.")
+        why = message("data.download_unwritable", "the file could not be written ({reason})", reason=str(error))
+    return message("data.download_failed", "could not download {url}: {why}. Connect to the internet and try again, "
+                   "or fetch that file on another machine and copy it to {target}, where it is picked up without a "
+                   "network. The built-in stories need no download.", url=url, why=why, target=target)
 
 
-def unknown_warning(unknown: Counter) -> str | None:
+def unknown_warning(unknown: Counter) -> Message | None:
     """A one-line warning naming the characters the model does not know, or None."""
     if not unknown:
         return None
     shown = ", ".join(f"{c!r}×{n}" for c, n in unknown.most_common(8))
-    more = f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
-    return f"{sum(unknown.values())} character(s) not in the model's vocabulary were skipped: {shown}{more}"
+    more = message("data.unknown_more", " and {n} more", n=len(unknown) - 8) if len(unknown) > 8 else ""
+    return message("data.unknown_chars", "{n} character(s) not in the model's vocabulary were skipped: {shown}{more}",
+                   n=sum(unknown.values()), shown=shown, more=more)
+
+
+ENCODE_CHUNK = 1 << 20  # characters encoded at a time
+
+
+def encode_chars(tokenizer: CharTokenizer, text: str) -> tuple[torch.Tensor, Counter]:
+    """(ids of text's known characters, the unknown ones counted), a chunk at a time.
+
+    The same ids as `torch.tensor(tokenizer.encode(text))`, without its list of one Python int per character,
+    which for a 60 MB text takes gigabytes: each chunk's code points are looked up in a table indexed by code point.
+    """
+    codes = torch.tensor([ord(c) for c in tokenizer.chars], dtype=torch.long)
+    table = torch.full((max(0x110000, int(codes.max()) + 1 if len(codes) else 0),), -1, dtype=torch.long)
+    table[codes] = torch.arange(len(codes))
+    ids, n, unknown = torch.empty(len(text), dtype=torch.long), 0, Counter()
+    for start in range(0, len(text), ENCODE_CHUNK):
+        chunk = text[start:start + ENCODE_CHUNK]
+        points = torch.frombuffer(bytearray(chunk.encode("utf-32-le", "surrogatepass")), dtype=torch.int32)
+        found = table[points.long()]
+        known = found >= 0
+        if not bool(known.all()):
+            unknown.update(c for c in chunk if c not in tokenizer.stoi)
+            found = found[known]
+        ids[n:n + len(found)] = found
+        n += len(found)
+    return ids[:n], unknown
 
 
 def split_ids(ids: torch.Tensor, train_fraction: float = 0.9):
@@ -166,9 +207,9 @@ def check_trainable(n_tokens: int, context: int) -> None:
     """Both halves of the 90/10 split must hold at least one full window plus its target."""
     need = 10 * (context + 2)
     if n_tokens < need:
-        raise CorpusError(
-            f"corpus has {n_tokens:,} usable characters; context {context} needs at least {need:,} "
-            f"so that the 10% validation split still holds one window of {context + 1} characters")
+        raise CorpusError("data.too_short", "corpus has {n:,} usable characters; context {context} needs at least "
+                          "{need:,} so that the 10% validation split still holds one window of {window} characters",
+                          n=n_tokens, context=context, need=need, window=context + 1)
 
 
 def get_batch(data, context: int, batch_size: int, generator: torch.Generator | None = None,

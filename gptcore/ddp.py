@@ -4,13 +4,15 @@
 
 torchrun sets RANK, LOCAL_RANK and WORLD_SIZE in each process; `from_env` sees them and joins the process
 group (NCCL between GPUs, Gloo between CPU processes). Every process builds the same model from the same seed
-and draws the same global batch from the same random stream, then trains on its own slice of it
-(--batch-size stays the global batch: batch / N rows each). DDP averages the gradients during backward, so
-every process applies the same update, AdamW or Muon alike, and the run matches a single process on the same
-batch to float rounding. Process 0 alone logs, evaluates, samples and writes checkpoints.
+and draws the start positions of the same global batch from the same random stream (a few integers), then reads
+and trains on its own rows only: --batch-size stays the global batch, batch / N rows each. DDP averages the
+gradients during backward, so every process applies the same update, AdamW or Muon alike, and the run matches
+a single process on the same batch and seed to float rounding (tests/test_ddp.py). (nanoGPT instead seeds each
+process differently; its N-process run is then a different run from the one-process one, and this project's
+tutorial numbers depend on one stream.) Process 0 alone logs, evaluates, samples and writes checkpoints.
 
 Each step ends with one small all-reduce of [loss, stop flag]: the logged loss is the whole batch's, and a
-stop asked of any process (Ctrl-C reaches them all; torchrun forwards SIGTERM) is seen by all after the
+stop asked of any process (torchrun passes Ctrl-C and SIGTERM on to each of them) is seen by all after the
 same step, so they stop together and process 0 saves.
 """
 from __future__ import annotations
@@ -47,9 +49,9 @@ class Distributed:
 
     def check_batch(self, batch_size: int) -> int:
         if batch_size % self.world_size:
-            raise DistributedError(
-                f"--batch-size is the global batch, split evenly over the {self.world_size} processes: "
-                f"{batch_size} does not divide by {self.world_size}; use a multiple of {self.world_size}")
+            raise DistributedError("ddp.batch_split", "--batch-size is the global batch, split evenly over the "
+                                   "{processes} processes: {batch_size} does not divide by {processes}; use a "
+                                   "multiple of {processes}", processes=self.world_size, batch_size=batch_size)
         return batch_size // self.world_size
 
     def _tensor(self, values: list[float]) -> torch.Tensor:
@@ -99,11 +101,12 @@ def from_env(device: str = "auto") -> Distributed | None:
     try:
         rank, local_rank, world = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
     except (KeyError, ValueError):
-        raise DistributedError("RANK is set but LOCAL_RANK or WORLD_SIZE is missing: start distributed runs "
-                               "with torchrun") from None
+        raise DistributedError("ddp.environment", "RANK is set but LOCAL_RANK or WORLD_SIZE is missing or not a "
+                               "number: start distributed runs with torchrun") from None
     resolved = resolve(device, local_rank)
     if resolved.type == "mps":
-        raise DistributedError("several processes cannot share an Apple GPU: run one process, or use --device cpu")
+        raise DistributedError("ddp.mps", "several processes cannot share an Apple GPU: run one process, or use "
+                               "--device cpu")
     if resolved.type == "cuda":
         torch.cuda.set_device(resolved)
     dist.init_process_group("nccl" if resolved.type == "cuda" else "gloo", rank=rank, world_size=world)

@@ -13,25 +13,33 @@ def count_params(cfg: GPTConfig) -> int:
     return meta_model(cfg).num_params()
 
 
-def describe_model(cfg: GPTConfig) -> str:
+def describe_model(cfg: GPTConfig) -> Message:
     norm = {"rms": "RMSNorm", "layer": "LayerNorm"}[cfg.norm]
-    position = {"rope": f"RoPE θ={cfg.rope_theta:g}", "learned": "learned positions", "none": "no positions"}
+    position = {"rope": message("describe.rope", "RoPE θ={theta:g}", theta=cfg.rope_theta),
+                "learned": message("describe.learned_positions", "learned positions"),
+                "none": message("describe.no_positions", "no positions")}[cfg.position]
     ffn = {"swiglu": "SwiGLU", "relu": "ReLU MLP", "gelu": "GELU MLP"}[cfg.ffn]
-    layers = f"{cfg.n_layer} layer{'s' if cfg.n_layer != 1 else ''}"
-    heads = f"{cfg.n_head} head{'s' if cfg.n_head != 1 else ''} of {cfg.d_head}"
-    return (f"d_model {cfg.d_model} · {layers} · {heads} · "
-            f"{ffn} d_ff {cfg.d_ff} · context {cfg.context} · vocab {cfg.vocab_size} · "
-            f"{cfg.norm_placement}-{norm} · {position[cfg.position]} · "
-            f"{'scaled' if cfg.scale_attention else 'unscaled'} attention")
+    layers = message("describe.one_layer", "1 layer") if cfg.n_layer == 1 else \
+        message("describe.layers", "{n} layers", n=cfg.n_layer)
+    heads = message("describe.one_head", "1 head of {d_head}", d_head=cfg.d_head) if cfg.n_head == 1 else \
+        message("describe.heads", "{n} heads of {d_head}", n=cfg.n_head, d_head=cfg.d_head)
+    attention = message("describe.scaled", "scaled attention") if cfg.scale_attention else \
+        message("describe.unscaled", "unscaled attention")
+    return message("describe.model", "d_model {d_model} · {layers} · {heads} · {ffn} d_ff {d_ff} · context {context} "
+                   "· vocab {vocab} · {placement}-{norm} · {position} · {attention}", d_model=cfg.d_model,
+                   layers=layers, heads=heads, ffn=ffn, d_ff=cfg.d_ff, context=cfg.context, vocab=cfg.vocab_size,
+                   placement=cfg.norm_placement, norm=norm, position=position, attention=attention)
 
 
-def describe_training(tc: TrainConfig) -> str:
-    schedule = "constant" if tc.schedule == "constant" else \
-        f"cosine to {tc.min_lr_ratio:g}×, warmup {tc.warmup}"
-    clip = f" · clip {tc.grad_clip:g}" if tc.grad_clip else ""
+def describe_training(tc: TrainConfig) -> Message:
+    schedule = message("describe.constant", "constant") if tc.schedule == "constant" else \
+        message("describe.cosine", "cosine to {ratio:g}×, warmup {warmup}", ratio=tc.min_lr_ratio, warmup=tc.warmup)
+    clip = message("describe.clip", " · clip {clip:g}", clip=tc.grad_clip) if tc.grad_clip else ""
     optimizer = f"AdamW lr {tc.lr:g}" if tc.optimizer == "adamw" else f"Muon lr {tc.muon_lr:g} + AdamW lr {tc.lr:g}"
-    return (f"steps 0–{tc.steps:,} · batch {tc.batch_size} · {optimizer} ({schedule}) · "
-            f"weight decay {tc.weight_decay:g}{clip} · eval every {tc.eval_every} · seed {tc.seed}")
+    return message("describe.training", "steps 0–{steps:,} · batch {batch} · {optimizer} ({schedule}) · weight decay "
+                   "{weight_decay:g}{clip} · eval every {eval_every} · seed {seed}", steps=tc.steps,
+                   batch=tc.batch_size, optimizer=optimizer, schedule=schedule, weight_decay=tc.weight_decay,
+                   clip=clip, eval_every=tc.eval_every, seed=tc.seed)
 
 
 def format_step(step: int, last: int) -> Message:
@@ -41,10 +49,12 @@ def format_step(step: int, last: int) -> Message:
     return message("describe.step", "step {step:,} of {last:,}", step=step, last=last)
 
 
-def format_duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
+def format_duration(seconds: float | None) -> Message | str:
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds):
         return "–"
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
-    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s" if m else f"{s}s"
+    if h:
+        return message("describe.hours", "{h}h {m:02d}m", h=h, m=m)
+    return message("describe.minutes", "{m}m {s:02d}s", m=m, s=s) if m else message("describe.seconds", "{s}s", s=s)

@@ -1,4 +1,4 @@
-"""Where the tensors live: choosing a device, its training precision, and a one-line description of it.
+"""Where the tensors live: choosing a device, its training precision, and a short description of it.
 
 The CPU path is the tutorial's: float32 everywhere, so its exact numbers come out. On CUDA, training runs its
 matmuls in bfloat16 under autocast (weights, optimizer state and the loss stay float32) and lets the remaining
@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
-from .errors import UserError
+from .errors import Message, UserError, message
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "fp32", "bf16")
@@ -36,20 +36,23 @@ def resolve(name: str = "auto", local_rank: int | None = None) -> torch.device:
     """The torch.device for `name`: auto picks CUDA, then MPS, then the CPU. Under torchrun each process
     takes the GPU of its local rank."""
     if name not in DEVICES:
-        raise DeviceError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+        raise DeviceError("device.unknown", "device must be one of {choices}, got {name!r}",
+                          choices=", ".join(DEVICES), name=name)
     kind = (accelerators() or ["cpu"])[0] if name == "auto" else name
     if kind == "cuda":
         if not torch.cuda.is_available():
-            reason = "this PyTorch build has no CUDA support" if torch.version.cuda is None else \
-                "no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES)"
-            raise DeviceError(f"--device cuda was asked for, but {reason}: use --device cpu or auto")
-        index = local_rank or 0
-        if index >= torch.cuda.device_count():
-            raise DeviceError(f"process {index} needs GPU {index}, but only {torch.cuda.device_count()} are "
-                              "visible: start at most that many processes per node")
+            reason = message("device.no_cuda_build", "this PyTorch build has no CUDA support") \
+                if torch.version.cuda is None else \
+                message("device.no_cuda_gpu", "no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES)")
+            raise DeviceError("device.no_cuda", "--device cuda was asked for, but {reason}: use --device cpu or auto",
+                              reason=reason)
+        index, visible = local_rank or 0, torch.cuda.device_count()
+        if index >= visible:
+            raise DeviceError("device.too_few_gpus", "process {index} needs GPU {index}, but only {visible} are "
+                              "visible: start at most that many processes per node", index=index, visible=visible)
         return torch.device("cuda", index)
     if kind == "mps" and not mps_available():
-        raise DeviceError("--device mps was asked for, but no Apple GPU (MPS) is available here: "
+        raise DeviceError("device.no_mps", "--device mps was asked for, but no Apple GPU (MPS) is available here: "
                           "use --device cpu or auto")
     return torch.device(kind)
 
@@ -58,22 +61,24 @@ def train_dtype(device: torch.device, dtype: str = "auto") -> torch.dtype:
     """The autocast dtype for training on device (float32 = no autocast): auto is bf16 on a CUDA GPU that
     supports it, float32 elsewhere."""
     if dtype not in DTYPES:
-        raise DeviceError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        raise DeviceError("device.unknown_dtype", "dtype must be one of {choices}, got {dtype!r}",
+                          choices=", ".join(DTYPES), dtype=dtype)
     if dtype == "fp32" or (dtype == "auto" and device.type != "cuda"):
         return torch.float32
     if device.type == "cpu":
-        raise DeviceError("bf16 autocast is for GPUs; on the CPU training stays in float32 "
+        raise DeviceError("device.bf16_on_cpu", "bf16 autocast is for GPUs; on the CPU training stays in float32 "
                           "(use --dtype auto or fp32)")
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         if dtype == "bf16":
-            raise DeviceError(f"{torch.cuda.get_device_name(device)} does not support bfloat16: use --dtype fp32")
+            raise DeviceError("device.no_bf16", "{gpu} does not support bfloat16: use --dtype fp32",
+                              gpu=torch.cuda.get_device_name(device))
         return torch.float32
     return torch.bfloat16
 
 
 def configure(device: torch.device, dtype: torch.dtype) -> None:
     """TF32 for the float32 matmuls left under autocast, on CUDA when training in bf16 (the default); off when
-    fp32 was asked for, so fp32 means fp32."""
+    fp32 was asked for, so fp32 means fp32. (The CUDA-only switches: the CPU's matmuls are never touched.)"""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = dtype != torch.float32
         torch.backends.cudnn.allow_tf32 = dtype != torch.float32
@@ -86,15 +91,29 @@ def autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def describe(device: torch.device) -> str:
+def describe(device: torch.device) -> Message:
     """'CPU (2 cores)', 'CUDA GPU 0: NVIDIA H200 (139 GiB)' or 'Apple GPU (MPS)'."""
     if device.type == "cuda":
         index = device.index or 0
         props = torch.cuda.get_device_properties(index)
-        return f"CUDA GPU {index}: {props.name} ({props.total_memory / 2**30:.0f} GiB)"
+        return message("device.cuda", "CUDA GPU {index}: {name} ({memory} GiB)", index=index, name=props.name,
+                       memory=round(props.total_memory / 2**30))
     if device.type == "mps":
-        return "Apple GPU (MPS)"
-    return f"CPU ({os.cpu_count()} cores)"
+        return message("device.mps", "Apple GPU (MPS)")
+    return message("device.cpu", "CPU ({cores} cores)", cores=os.cpu_count())
+
+
+def described(name: str) -> Message:
+    """describe(resolve(name)), or why this machine cannot give that device."""
+    try:
+        return describe(resolve(name))
+    except DeviceError as e:
+        return e.message
+
+
+def choices_here() -> list[str]:
+    """The device choices worth offering on this machine: auto and the CPU, plus each accelerator it has."""
+    return ["auto", "cpu", *accelerators()]
 
 
 def dtype_name(dtype: torch.dtype) -> str:

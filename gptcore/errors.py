@@ -16,27 +16,78 @@ other Messages (a range, a reason), never English words that would need translat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
 
 
-@dataclass(frozen=True)
-class Message:
-    """A sentence for a person: a catalog key, its English template and the values it needs."""
+class Message(str):
+    """A sentence for a person: a catalog key, its English template and the values it needs.
+
+    It is the English sentence itself (a str), so the command line prints it, a log records it and a test
+    searches it as it would any text, while the app translates it by its key. Values that are text (a name, a
+    path) are shown with any byte that is not UTF-8 escaped (`bad\\xffname`), so a file name never breaks a page.
+    """
     key: str
     template: str
-    params: dict = field(default_factory=dict)
+    params: dict
 
-    def __str__(self) -> str:
-        return self.template.format(**english(self.params))
+    def __new__(cls, key: str, template: str, params: dict | None = None):
+        params = dict(params or {})
+        self = super().__new__(cls, template.format(**english(params)))
+        self.key, self.template, self.params = key, template, params
+        return self
+
+    def __reduce__(self):  # copies and pickles with its key and values, not just its English
+        return Message, (self.key, self.template, self.params)
+
+    def __repr__(self) -> str:
+        return f"Message({self.key!r}, {str(self)!r})"
 
 
 def message(key: str, template: str, **params) -> Message:
     return Message(key, template, params)
 
 
+def printable(text) -> str:
+    """A name or path as text that can be shown anywhere: bytes that are not UTF-8 (which Python keeps as lone
+    surrogates in file names) written as \\xNN escapes."""
+    text = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no file name decodes to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value):
+    """A message's value as it is shown: text made printable, numbers as they are (format specs apply)."""
+    return printable(value) if isinstance(value, str | os.PathLike) and not isinstance(value, Message) else value
+
+
 def english(params: dict) -> dict:
-    """The values with every nested Message rendered in English."""
-    return {k: str(v) if isinstance(v, Message) else v for k, v in params.items()}
+    """The values with every nested Message rendered in English and every text made printable."""
+    return {k: str(v) if isinstance(v, Message) else shown(v) for k, v in params.items()}
+
+
+def message_record(msg: Message) -> dict:
+    """A Message as JSON (nested Messages too), so that a run's meta.json can say what happened in any language."""
+    return {"key": msg.key, "template": msg.template,
+            "params": {k: message_record(v) if isinstance(v, Message) else os.fspath(v) if isinstance(v, os.PathLike)
+                       else v for k, v in msg.params.items()}}
+
+
+def stored_message(record) -> Message | None:
+    """The Message a meta.json holds (see message_record); None when the record is not one."""
+    if not (isinstance(record, dict) and isinstance(record.get("key"), str) and isinstance(record.get("template"), str)
+            and isinstance(record.get("params", {}), dict)):
+        return None
+    params = {}
+    for k, v in record.get("params", {}).items():
+        params[k] = stored_message(v) if isinstance(v, dict) else v
+        if isinstance(v, dict) and params[k] is None:
+            return None
+    try:
+        return Message(record["key"], record["template"], params)
+    except (KeyError, IndexError, ValueError, TypeError):  # a template its values do not fill
+        return None
 
 
 class UserError(Exception):

@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 
 from . import checkpoint as ckpt
-from .data import CharTokenizer
+from . import copying
 from .errors import InputError
 from .model import GPT
+from .tokenizer import Tokenizer, visible
 
-VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
 DEFAULT_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
                 "One day, Lily found a red ball in the park.")
 
@@ -42,9 +42,10 @@ class Inspection:
     patterns: torch.Tensor  # (L, H, T, T): patterns[l, h, query, key]
     unknown: Counter  # characters the tokenizer does not know, dropped from the input
     truncated: int  # known characters beyond the context window, not analysed
+    pieces: list[str]  # each position's token as text (a character, or a BPE token, ⟨e4 bd⟩ for partial bytes)
 
 
-def prepare_ids(tokenizer: CharTokenizer, text: str, context: int) -> tuple[list[int], Counter, int]:
+def prepare_ids(tokenizer: Tokenizer, text: str, context: int) -> tuple[list[int], Counter, int]:
     """Token ids of the first `context` known characters, the unknown characters, and how many were cut."""
     ids = tokenizer.encode(text)
     return ids[:context], tokenizer.unknown(text), max(0, len(ids) - context)
@@ -58,45 +59,76 @@ def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torc
     return logits[0], patterns
 
 
-def inspect_text(model: GPT, tokenizer: CharTokenizer, text: str) -> Inspection:
+def inspect_text(model: GPT, tokenizer: Tokenizer, text: str) -> Inspection:
     ids, unknown, truncated = prepare_ids(tokenizer, text, model.cfg.context)
     if not text:
-        raise InputError("the text is empty")
+        raise InputError("inspector.empty", "the text is empty")
     if not ids:
-        raise InputError("the text has no character the model knows")
+        raise InputError("inspector.no_known", "the text has no character the model knows")
     ids = torch.tensor(ids, dtype=torch.long)
-    logits, patterns = patterns_from_ids(model, ids)
-    return Inspection(tokenizer.decode(ids), ids, logits, patterns, unknown, truncated)
+    device = next(model.parameters()).device
+    logits, patterns = (t.cpu() for t in patterns_from_ids(model, ids.to(device)))
+    return Inspection(tokenizer.decode(ids), ids, logits, patterns, unknown, truncated, tokenizer.pieces(ids))
 
 
-def attention_patterns(model: GPT, tokenizer: CharTokenizer, text: str) -> torch.Tensor:
+def attention_patterns(model: GPT, tokenizer: Tokenizer, text: str) -> torch.Tensor:
     """Attention weights (L, H, T, T) of every layer and head on text (cut to the context)."""
     return inspect_text(model, tokenizer, text).patterns
 
 
-def token_labels(text: str) -> list[str]:
-    """One readable label per character: spaces, newlines and tabs become visible symbols."""
-    return [VISIBLE.get(c, c) for c in text]
+def token_labels(pieces) -> list[str]:
+    """One readable label per token (the characters of a text, or an Inspection's pieces): spaces, newlines and
+    tabs become visible symbols."""
+    return [visible(piece) for piece in pieces]
 
 
-def repeat_position(text: str) -> int | None:
-    """Where a capitalised word (a name, say) first comes back: the index of its first letter, or None."""
+def repeat_position(pieces) -> int | None:
+    """Where a capitalised word (a name, say) first comes back: the position of the token holding its first
+    letter (a text's characters, or an Inspection's pieces), or None."""
+    text, starts = "".join(pieces), np.cumsum([0] + [len(p) for p in pieces])
     seen = set()
     for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
         if match.group() in seen:
-            return match.start()
+            return int(np.searchsorted(starts, match.start(), side="right")) - 1
         seen.add(match.group())
     return None
 
 
-def repeated_random_text(tokenizer: CharTokenizer, length: int, seed: int = 0) -> str:
+def repeated_random_text(tokenizer: Tokenizer, length: int, seed: int = 0) -> str:
     """length random vocabulary characters, twice: in the second copy only an induction head can predict.
 
     Drawn from a private generator, so it never disturbs anyone's global random state.
     """
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(tokenizer.vocab_size, (length,), generator=generator)
-    return tokenizer.decode(ids) * 2
+    whole = [i for i in range(tokenizer.vocab_size) if tokenizer.is_whole(i)]  # (a BPE's partial bytes would not
+    picks = torch.randint(len(whole), (length,), generator=generator)           # survive decoding as text)
+    return tokenizer.decode([whole[i] for i in picks.tolist()]) * 2
+
+
+def repeated_sequence_scores(model: GPT, n_sequences: int = copying.DEFAULT_SEQUENCES,
+                             seed: int = 0) -> tuple[pd.DataFrame, copying.CopyingReport]:
+    """Head scores on random sequences of the vocabulary shown twice (the `python -m gptcore copying` test), laid
+    out like head_scores, and the measurement itself (the loss of each copy).
+
+    induction is the mean attention from each second-copy position to the position after its match in the first
+    copy: in such a sequence only copying predicts the second half, so this is the cleanest test for induction heads.
+    """
+    with MODEL_LOCK:
+        report = copying.measure_copying(model, n_sequences=n_sequences, seed=seed)
+    L, H = report.induction.shape
+    return pd.DataFrame({
+        "head": head_names(L, H),
+        "layer": np.repeat(np.arange(L), H),
+        "head_index": np.tile(np.arange(H), L),
+        "previous_token": report.previous_token.flatten().numpy(),
+        "first_token": report.first_token.flatten().numpy(),
+        "induction": report.induction.flatten().numpy(),
+    }), report
+
+
+def repeated_sequence_example(tokenizer: Tokenizer, length: int, seed: int = 0) -> list[str]:
+    """The first sequence repeated_sequence_scores scores, as one label per token."""
+    return tokenizer.labels(copying.repeated_ids(tokenizer.vocab_size, length, 2, 1, seed)[0].tolist())
 
 
 def head_names(n_layer: int, n_head: int) -> list[str]:
@@ -150,28 +182,45 @@ def char_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.tensor([float("nan")]), losses])
 
 
-def next_char_probs(logits: torch.Tensor, position: int) -> torch.Tensor:
-    return logits[position].float().softmax(-1)
+def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The distribution GPT.stream samples from: softmax(logits / temperature) over the top k (all if None);
+    temperature 0 (or one so small that logits / temperature overflows) puts everything on the most likely token."""
+    logits = logits.float()
+    scaled = logits / temperature if temperature else None
+    if scaled is None or not torch.isfinite(scaled).all():
+        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(scaled, top_k).values[..., -1, None]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return scaled.softmax(-1)
 
 
-def top_predictions(logits: torch.Tensor, tokenizer: CharTokenizer, position: int, k: int = 10) -> pd.DataFrame:
-    """The k most likely next characters after `position`, most likely first."""
-    probs = next_char_probs(logits, position)
+def next_char_probs(logits: torch.Tensor, position: int, temperature: float = 1.0,
+                    top_k: int | None = None) -> torch.Tensor:
+    return sampling_distribution(logits[position], temperature, top_k)
+
+
+def top_predictions(logits: torch.Tensor, tokenizer: Tokenizer, position: int, k: int = 10,
+                    temperature: float = 1.0, top_k: int | None = None) -> pd.DataFrame:
+    """The k most likely next characters after `position`, most likely first, with the probabilities generation
+    draws from at this temperature and top-k."""
+    probs = next_char_probs(logits, position, temperature, top_k)
     top = torch.topk(probs, min(k, len(probs)))
-    chars = [tokenizer.chars[i] for i in top.indices.tolist()]
-    return pd.DataFrame({"char": chars, "label": token_labels("".join(chars)),
+    ids = top.indices.tolist()
+    return pd.DataFrame({"char": tokenizer.pieces(ids), "label": tokenizer.labels(ids),
                          "probability": top.values.numpy()})
 
 
-def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, temperature: float,
+def generate(model: GPT, tokenizer: Tokenizer, prompt: str, n_chars: int, temperature: float,
              top_k: int | None, seed: int) -> str:
     """Sample n_chars continuing the prompt with model.stream, from a private generator seeded with seed."""
     ids = tokenizer.encode(prompt)
     if not ids:
-        raise InputError("the prompt has no character the model knows")
-    generator = torch.Generator().manual_seed(seed)
+        raise InputError("inspector.prompt_no_known", "the prompt has no character the model knows")
+    device = next(model.parameters()).device
+    generator = torch.Generator(device).manual_seed(seed)
     with MODEL_LOCK:
-        new = list(model.stream(torch.tensor([ids]), n_chars, temperature=temperature, top_k=top_k,
+        new = list(model.stream(torch.tensor([ids], device=device), n_chars, temperature=temperature, top_k=top_k,
                                 generator=generator))
     return tokenizer.decode(new)
 
@@ -186,7 +235,7 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
         w = float(np.clip(w, 0.0, 1.0)) if np.isfinite(w) else 0.0
         tip = f' title="{html.escape(title(i))}"' if title else ""
         box = "; outline: 2px solid #222" if i == mark else ""
-        shown = "⏎\n" if c == "\n" else html.escape(c)
+        shown = html.escape(c).replace("\n", "⏎\n")
         spans.append(f'<span style="background: rgba({colour}, {w:.3f}){box}"{tip}>{shown}</span>')
     return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 0.95rem">'
             + "".join(spans) + "</div>")
@@ -195,10 +244,11 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
 def weights_step(path: Path) -> int:
     """The training step recorded in a weights file's header, without loading its tensors."""
     try:
-        with safe_open(str(path), framework="pt") as f:
+        with ckpt.usable_path(path) as name, safe_open(name, framework="pt") as f:  # (a name that is not UTF-8, too)
             return int((f.metadata() or {}).get("step", 0))
     except (SafetensorError, OSError, ValueError) as e:
-        raise ckpt.CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
+        raise ckpt.CheckpointError("inspector.unreadable", "{path} is not a readable safetensors file ({error})",
+                                   path=str(path), error=str(e)) from None
 
 
 def training_steps(directory: Path) -> list[tuple[int, Path]]:
@@ -211,13 +261,17 @@ def training_steps(directory: Path) -> list[tuple[int, Path]]:
     return steps
 
 
-def scores_over_training(snapshots: list[tuple[int, GPT]], tokenizer: CharTokenizer, text: str) -> pd.DataFrame:
-    """head_scores of every snapshot on the same text, in long form: step, head, score, value."""
+def scores_over_training(snapshots: list[tuple[int, GPT]], tokenizer: Tokenizer, text: str | None) -> pd.DataFrame:
+    """head_scores of every snapshot on the same text (None: repeated_sequence_scores), in long form: step, head,
+    score, value."""
     frames = []
     for step, model in snapshots:
-        run = inspect_text(model, tokenizer, text)
-        frame = head_scores(run.patterns, run.ids).assign(step=step)
-        frames.append(frame)
+        if text is None:
+            frame = repeated_sequence_scores(model)[0]
+        else:
+            run = inspect_text(model, tokenizer, text)
+            frame = head_scores(run.patterns, run.ids)
+        frames.append(frame.assign(step=step))
     wide = pd.concat(frames, ignore_index=True)
     return wide.melt(id_vars=["step", "head", "layer", "head_index"], var_name="score", value_name="value")
 

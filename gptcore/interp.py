@@ -24,8 +24,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .errors import InputError, UserError
-from .inspector import MODEL_LOCK
+from .errors import InputError
+from .inspector import MODEL_LOCK, sampling_distribution
 from .model import GPT, Attention, Block, FeedForward, RMSNorm, RMSNormFunction, apply_rope, sample_next
 from .tokenizer import Tokenizer
 
@@ -49,13 +49,14 @@ class Capture:
 def as_ids(ids) -> torch.Tensor:
     ids = torch.as_tensor(ids, dtype=torch.long).flatten()
     if ids.numel() == 0:
-        raise InputError("the text has no token the model knows")
+        raise InputError("interp.no_tokens", "the text has no token the model knows")
     return ids
 
 
 def check_length(model: GPT, ids: torch.Tensor) -> None:
     if len(ids) > model.cfg.context:
-        raise InputError(f"the text is {len(ids)} tokens long; the model's context is {model.cfg.context}")
+        raise InputError("interp.too_long", "the text is {n} tokens long; the model's context is {context}",
+                         n=len(ids), context=model.cfg.context)
 
 
 @torch.no_grad()
@@ -107,61 +108,22 @@ def source_line(function, anchor: str) -> SourceLine:
 
 # --- the trace ----------------------------------------------------------------------------------------------------
 
-# One sentence per kind of stage, for a person. Keys are stable, so a page may show a translation instead.
-DESCRIPTIONS = {
-    "token": "The text is cut into tokens, and this position's token becomes one integer: its row number in the "
-             "vocabulary. That integer is all the model receives.",
-    "embed": "The token id picks one row of the embedding table: a vector of d_model learned numbers that starts "
-             "the residual stream for this position.",
-    "pos_embed": "A second learned row, chosen by the position instead of the token, is added so the model knows "
-                 "where in the text it is.",
-    "norm": "RMSNorm divides the vector by its root-mean-square, so its scale no longer matters, then multiplies "
-            "each channel by a learned gain γ.",
-    "layernorm": "LayerNorm subtracts the vector's mean, divides by its standard deviation, then applies a learned "
-                 "gain γ and shift β to each channel.",
-    "qkv": "One matrix multiplication turns the normed vector into a query (what this position looks for), a key "
-           "(what it offers to later positions) and a value (what it hands over), split into heads.",
-    "rope": "RoPE turns each pair of channels of q and k by an angle proportional to the position, so q·k ends up "
-            "depending on how far apart two tokens are; v is not rotated.",
-    "scores": "Each head compares this query with the key of every position up to this one: q·k divided by "
-              "√d_head. Later positions are masked to −∞, so the model cannot peek ahead.",
-    "pattern": "Softmax turns each head's scores into weights that are positive and sum to 1: how much of each "
-               "earlier token's value this position takes.",
-    "z": "Each head adds up the value vectors of the earlier tokens, each scaled by its weight: what that head "
-         "brings back from the context.",
-    "result": "W_O maps every head's d_head numbers back into the d_model-wide stream; each head's share is "
-              "shown separately, and their sum is the attention output.",
-    "resid_attn": "The attention output is added to the residual stream; the stream itself is never overwritten, "
-                  "only added to.",
-    "resid_attn_post": "The attention output is added to the stream, and the sum itself is normed (post-norm).",
-    "ffn_pre": "The FFN widens the normed vector from d_model to d_ff channels with w1.",
-    "ffn_act": "The activation function bends each of those channels: SiLU lets positive values through, squashes "
-               "negative ones towards a small dip below zero.",
-    "ffn_gate": "A second projection, w3, gives a linear gate for each hidden channel.",
-    "ffn_hidden": "The activated w1 channels are multiplied channel by channel with the gate: SwiGLU's product.",
-    "ffn_hidden_plain": "The activated channels are what the FFN passes on to w2.",
-    "ffn_out": "w2 projects the d_ff hidden channels back down to d_model: the FFN's contribution for this "
-               "position, computed from this position alone.",
-    "resid_ffn": "The FFN's output is added to the residual stream, which then enters the next block.",
-    "resid_ffn_post": "The FFN's output is added to the stream, and the sum itself is normed (post-norm).",
-    "final_norm": "One last norm puts the residual stream, which grew block after block, back on a common scale "
-                  "before it is read out.",
-    "logits": "The head multiplies the vector with one row per vocabulary entry: a score (logit) for every "
-              "possible next token.",
-    "probs": "Dividing the logits by the temperature and applying softmax (after keeping only the top k, if set) "
-             "gives the probability of each next token.",
-    "next": "The next token is drawn from that distribution; at temperature 0 it is simply the most likely one.",
-}
+SECTIONS = ("input", "attention", "ffn", "output")  # the part of the model a stage belongs to
 
 
 @dataclass
 class Stage:
-    key: str  # unique within a trace, e.g. "L1.scores"
-    name: str  # short title
-    group: str  # the part of the model: "input", "layer 0 · attention", "layer 0 · FFN", "output"
-    kind: str  # what sort of tensor it is, which decides how a page draws it
+    """One step of the forward pass at the traced position.
+
+    `step` names the kind of step ("qkv", "scores", "ln2", …) and `description` the sentence that explains it
+    (both are keys: a page looks up their words in its catalog); `kind` decides how the value is drawn.
+    """
+    key: str  # unique within a trace: "token", "L1.scores", "ln_f", …
+    step: str
+    section: str  # one of SECTIONS
+    kind: str
     value: torch.Tensor  # the stage's tensor for the traced position
-    description: str  # a key of DESCRIPTIONS
+    description: str
     sources: list[SourceLine]
     layer: int | None = None
     hook: str | None = None  # the hook point the value was read at
@@ -170,10 +132,6 @@ class Stage:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.value.shape)
-
-    @property
-    def text(self) -> str:
-        return DESCRIPTIONS[self.description]
 
 
 @dataclass
@@ -191,28 +149,21 @@ class Trace:
         return self.stages[self.index(key)]
 
 
-def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
-    """The distribution GPT.stream samples from: softmax(logits / temperature) over the top k (all if None);
-    temperature 0 puts everything on the most likely token."""
-    logits = logits.float()
-    scaled = logits / temperature if temperature else None
-    if scaled is None or not torch.isfinite(scaled).all():
-        return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(scaled, top_k).values[..., -1, None]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    return scaled.softmax(-1)
-
-
-def _norm_stage(model: GPT, norm, x: torch.Tensor, out: torch.Tensor, **stage) -> Stage:
-    """A norm's stage: its input vector, the scale it divides by and its gain, for drawing the step."""
+def _norm_stage(norm, x: torch.Tensor, out: torch.Tensor, key: str, step: str, section: str, hook: str,
+                sources: list[SourceLine], layer: int | None = None, description: str | None = None) -> Stage:
+    """A norm's stage: its input vector, what it subtracts and divides by, and its gain, for drawing the step."""
     parts = {"input": x, "gain": norm.weight.detach()}
     if isinstance(norm, RMSNorm):
-        parts["rms"] = x.square().mean().add(norm.eps).sqrt()
-        sources = [*stage.pop("sources"), source_line(RMSNormFunction.forward, "inv_rms = torch.rsqrt")]
-        return Stage(kind="norm", description="norm", value=out, parts=parts, sources=sources, **stage)
-    parts["rms"] = x.var(unbiased=False).add(norm.eps).sqrt()
-    return Stage(kind="norm", description="layernorm", value=out, parts=parts, **stage)
+        parts["mean"] = torch.zeros(())
+        parts["scale"] = x.square().mean().add(norm.eps).sqrt()
+        sources = [*sources, source_line(RMSNormFunction.forward, "inv_rms = torch.rsqrt")]
+        description = description or "norm"
+    else:
+        parts["mean"] = x.mean()
+        parts["scale"] = x.var(unbiased=False).add(norm.eps).sqrt()
+        parts["shift"] = norm.bias.detach()
+        description = description or "layernorm"
+    return Stage(key, step, section, "norm", out, description, sources, layer, hook, parts)
 
 
 def _block_stages(model: GPT, cap: Capture, layer: int, pos: int) -> list[Stage]:
@@ -221,84 +172,73 @@ def _block_stages(model: GPT, cap: Capture, layer: int, pos: int) -> list[Stage]
     p = f"blocks.{layer}."
     a = cap.acts
     pre = cfg.norm_placement == "pre"
-    att, ffn = f"layer {layer} · attention", f"layer {layer} · FFN"
     keys = slice(0, pos + 1)  # the positions this query can see
 
-    def stage(key, name, group, kind, hook, value, description, sources, **parts):
-        return Stage(f"L{layer}.{key}", name, group, kind, value, description, sources, layer, hook, parts)
+    def stage(step, section, kind, hook, value, description, sources, **parts):
+        return Stage(f"L{layer}.{step}", step, section, kind, value, description, sources, layer, hook, parts)
 
     def fwd(anchor):
         return [source_line(Block.forward, anchor)]
 
+    def norm(step, module, x, hook, section, anchor, description=None):
+        return _norm_stage(module, x, a[hook][pos], f"L{layer}.{step}", step, section, hook, fwd(anchor), layer,
+                           description)
+
     stages = []
     resid = a[p + "hook_resid_pre"][pos]
     if pre:
-        stages.append(_norm_stage(model, block.ln1, resid, a[p + "hook_ln1_out"][pos], key=f"L{layer}.ln1",
-                                  name="norm before attention", group=att, layer=layer, hook=p + "hook_ln1_out",
-                                  sources=fwd("self.ln1(x)")))
-    stages.append(stage("qkv", "q, k, v per head", att, "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos],
-                        "qkv", [source_line(Attention.forward, "self.qkv(x)")],
+        stages.append(norm("ln1", block.ln1, resid, p + "hook_ln1_out", "attention", "self.ln1(x)"))
+    stages.append(stage("qkv", "attention", "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos], "qkv",
+                        [source_line(Attention.forward, "self.qkv(x)")],
                         k=a[p + "attn.hook_k"][pos], v=a[p + "attn.hook_v"][pos]))
     if cfg.position == "rope":
-        stages.append(stage("rope", "RoPE rotation of q and k", att, "rope", p + "attn.hook_rot_q",
-                            a[p + "attn.hook_rot_q"][pos], "rope",
+        stages.append(stage("rope", "attention", "rope", p + "attn.hook_rot_q", a[p + "attn.hook_rot_q"][pos], "rope",
                             [source_line(Attention.forward, "apply_rope(qk"),
                              source_line(apply_rope, "pairs * torch.complex")],
                             q=a[p + "attn.hook_q"][pos], k=a[p + "attn.hook_k"][pos],
                             rot_k=a[p + "attn.hook_rot_k"][pos]))
-    stages.append(stage("scores", "scores q·k/√d_head, causal mask", att, "attention", p + "attn.hook_scores",
+    stages.append(stage("scores", "attention", "scores", p + "attn.hook_scores",
                         a[p + "attn.hook_scores"][:, pos, keys], "scores",
                         [source_line(Attention._explicit, "scores = (q @ k"),
-                         source_line(Attention._explicit, "masked_fill")],
-                        keys_rot=a[p + ("attn.hook_rot_k" if cfg.position == "rope" else "attn.hook_k")][keys]))
-    stages.append(stage("pattern", "softmax → attention weights", att, "attention", p + "attn.hook_pattern",
+                         source_line(Attention._explicit, "masked_fill")]))
+    stages.append(stage("pattern", "attention", "pattern", p + "attn.hook_pattern",
                         a[p + "attn.hook_pattern"][:, pos, keys], "pattern",
                         [source_line(Attention._explicit, "softmax(-1)")]))
-    stages.append(stage("z", "weighted sum of values", att, "heads", p + "attn.hook_z", a[p + "attn.hook_z"][pos],
-                        "z", [source_line(Attention._explicit, "softmax(-1)")],
+    stages.append(stage("z", "attention", "heads", p + "attn.hook_z", a[p + "attn.hook_z"][pos], "z",
+                        [source_line(Attention._explicit, "softmax(-1)")],
                         v=a[p + "attn.hook_v"][keys], pattern=a[p + "attn.hook_pattern"][:, pos, keys]))
-    stages.append(stage("result", "W_O: each head's output", att, "result", p + "attn.hook_result",
-                        a[p + "attn.hook_result"][pos], "result",
-                        [source_line(Attention._per_head, "einsum"), source_line(Attention.forward, "self.proj(")],
+    stages.append(stage("result", "attention", "result", p + "attn.hook_result", a[p + "attn.hook_result"][pos],
+                        "result", [source_line(Attention._per_head, "einsum"),
+                                   source_line(Attention.forward, "self.proj(")],
                         total=a[p + "hook_attn_out"][pos]))
     if pre:
-        stages.append(stage("resid_mid", "residual add (attention)", att, "residual", p + "hook_resid_mid",
-                            a[p + "hook_resid_mid"][pos], "resid_attn", fwd("x + attn_out"),
-                            before=resid, added=a[p + "hook_attn_out"][pos]))
+        stages.append(stage("resid_mid", "attention", "residual", p + "hook_resid_mid", a[p + "hook_resid_mid"][pos],
+                            "resid_attn", fwd("x + attn_out"), before=resid, added=a[p + "hook_attn_out"][pos]))
         mid = a[p + "hook_resid_mid"][pos]
-        stages.append(_norm_stage(model, block.ln2, mid, a[p + "hook_ln2_out"][pos], key=f"L{layer}.ln2",
-                                  name="norm before the FFN", group=ffn, layer=layer, hook=p + "hook_ln2_out",
-                                  sources=fwd("self.ln2(x)")))
-    else:
-        summed = resid + a[p + "hook_attn_out"][pos]
-        stages.append(_norm_stage(model, block.ln1, summed, a[p + "hook_resid_mid"][pos], key=f"L{layer}.resid_mid",
-                                  name="residual add (attention), then norm", group=att, layer=layer,
-                                  hook=p + "hook_resid_mid", sources=fwd("self.ln1(x + ")))
-        stages[-1].description = "resid_attn_post"
+        stages.append(norm("ln2", block.ln2, mid, p + "hook_ln2_out", "ffn", "self.ln2(x)"))
+    else:  # post-norm: the sum itself is normed, and that is the stream
+        stages.append(norm("resid_mid_norm", block.ln1, resid + a[p + "hook_attn_out"][pos], p + "hook_resid_mid",
+                           "attention", "self.ln1(x + ", "resid_attn_post"))
         mid = a[p + "hook_resid_mid"][pos]
     f = FeedForward.forward
-    stages.append(stage("ffn_pre", "w1: widen to d_ff", ffn, "vector", p + "ffn.hook_pre", a[p + "ffn.hook_pre"][pos],
-                        "ffn_pre", [source_line(f, "self.w1(x)")]))
-    act_name = {"swiglu": "SiLU", "relu": "ReLU", "gelu": "GELU"}[cfg.ffn]
-    stages.append(stage("ffn_act", act_name, ffn, "activation", p + "ffn.hook_act", a[p + "ffn.hook_act"][pos],
-                        "ffn_act", [source_line(f, "self.act(")], input=a[p + "ffn.hook_pre"][pos]))
+    stages.append(stage("ffn_pre", "ffn", "vector", p + "ffn.hook_pre", a[p + "ffn.hook_pre"][pos], "ffn_pre",
+                        [source_line(f, "self.w1(x)")]))
+    stages.append(stage("ffn_act", "ffn", "activation", p + "ffn.hook_act", a[p + "ffn.hook_act"][pos],
+                        f"ffn_act_{cfg.ffn}", [source_line(f, "self.act(")], input=a[p + "ffn.hook_pre"][pos]))
     if cfg.ffn == "swiglu":
-        stages.append(stage("ffn_gate", "gate w3", ffn, "vector", p + "ffn.hook_gate", a[p + "ffn.hook_gate"][pos],
+        stages.append(stage("ffn_gate", "ffn", "vector", p + "ffn.hook_gate", a[p + "ffn.hook_gate"][pos],
                             "ffn_gate", [source_line(f, "self.w3(x)")]))
-        stages.append(stage("ffn_hidden", "SiLU(w1 x) ⊙ w3 x", ffn, "product", p + "ffn.hook_hidden",
-                            a[p + "ffn.hook_hidden"][pos], "ffn_hidden", [source_line(f, "h = h * ")],
+        stages.append(stage("ffn_hidden", "ffn", "product", p + "ffn.hook_hidden", a[p + "ffn.hook_hidden"][pos],
+                            "ffn_hidden", [source_line(f, "h = h * ")],
                             act=a[p + "ffn.hook_act"][pos], gate=a[p + "ffn.hook_gate"][pos]))
-    stages.append(stage("ffn_out", "w2: back to d_model", ffn, "vector", p + "hook_ffn_out",
-                        a[p + "hook_ffn_out"][pos], "ffn_out", [source_line(f, "self.w2(")]))
+    stages.append(stage("ffn_out", "ffn", "vector", p + "hook_ffn_out", a[p + "hook_ffn_out"][pos], "ffn_out",
+                        [source_line(f, "self.w2(")]))
     if pre:
-        stages.append(stage("resid_post", "residual add (FFN)", ffn, "residual", p + "hook_resid_post",
-                            a[p + "hook_resid_post"][pos], "resid_ffn", fwd("x + ffn_out"),
-                            before=mid, added=a[p + "hook_ffn_out"][pos]))
+        stages.append(stage("resid_post", "ffn", "residual", p + "hook_resid_post", a[p + "hook_resid_post"][pos],
+                            "resid_ffn", fwd("x + ffn_out"), before=mid, added=a[p + "hook_ffn_out"][pos]))
     else:
-        stages.append(_norm_stage(model, block.ln2, mid + a[p + "hook_ffn_out"][pos], a[p + "hook_resid_post"][pos],
-                                  key=f"L{layer}.resid_post", name="residual add (FFN), then norm", group=ffn,
-                                  layer=layer, hook=p + "hook_resid_post", sources=fwd("self.ln2(x + ")))
-        stages[-1].description = "resid_ffn_post"
+        stages.append(norm("resid_post_norm", block.ln2, mid + a[p + "hook_ffn_out"][pos], p + "hook_resid_post",
+                           "ffn", "self.ln2(x + ", "resid_ffn_post"))
     return stages
 
 
@@ -310,36 +250,36 @@ def trace(model: GPT, ids, position: int, cap: Capture | None = None, tokenizer:
     """
     ids = as_ids(ids)
     if not 0 <= position < len(ids):
-        raise InputError(f"position must be between 0 and {len(ids) - 1}, got {position}")
+        raise InputError("interp.position", "position must be between 0 and {last}, got {position}",
+                         last=len(ids) - 1, position=position)
     cap = capture(model, ids) if cap is None else cap
     a, cfg, pos = cap.acts, model.cfg, position
     fwd = GPT.forward
     encode = type(tokenizer).encode if tokenizer is not None else None
     token_source = [source_line(encode, "return")] if encode is not None and encode is not Tokenizer.encode else []
     stages = [
-        Stage("token", "token id", "input", "token", ids[pos], "token", token_source),
-        Stage("embed", "embedding row", "input", "vector", a["hook_embed"][pos], "embed",
-              [source_line(fwd, "self.emb(idx)")], hook="hook_embed"),
+        Stage("token", "token", "input", "token", ids[pos], "token", token_source),
+        Stage("embed", "embed", "input", "vector", a["hook_embed"][pos], "embed", [source_line(fwd, "self.emb(idx)")],
+              hook="hook_embed"),
     ]
     if cfg.position == "learned":
-        stages.append(Stage("pos_embed", "+ position row", "input", "residual", a["blocks.0.hook_resid_pre"][pos],
+        stages.append(Stage("pos_embed", "pos_embed", "input", "residual", a["blocks.0.hook_resid_pre"][pos],
                             "pos_embed", [source_line(fwd, "self.pos_emb(")], hook="hook_pos_embed",
                             parts={"before": a["hook_embed"][pos], "added": a["hook_pos_embed"][pos]}))
     for layer in range(cfg.n_layer):
         stages += _block_stages(model, cap, layer, pos)
-    final = a[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][pos]
     if cfg.norm_placement == "pre":
-        stages.append(_norm_stage(model, model.ln_f, final, a["hook_ln_f_out"][pos], key="ln_f", name="final norm",
-                                  group="output", hook="hook_ln_f_out", sources=[source_line(fwd, "self.ln_f(x)")]))
-        stages[-1].description = "final_norm" if isinstance(model.ln_f, RMSNorm) else "layernorm"
+        final = a[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][pos]
+        stages.append(_norm_stage(model.ln_f, final, a["hook_ln_f_out"][pos], "ln_f", "ln_f", "output",
+                                  "hook_ln_f_out", [source_line(fwd, "self.ln_f(x)")],
+                                  description="final_norm" if isinstance(model.ln_f, RMSNorm) else "layernorm"))
     logits = cap.logits[pos]
     probs = sampling_distribution(logits, temperature, top_k)
     stages += [
         Stage("logits", "logits", "output", "logits", logits, "logits", [source_line(fwd, "self.head(")]),
-        Stage("probs", f"probabilities (temperature {temperature:g}" + (f", top-k {top_k})" if top_k else ")"),
-              "output", "probs", probs, "probs", [source_line(sample_next, "scaled = logits / temperature"),
-                                                  source_line(sample_next, "softmax(-1)")]),
-        Stage("next", "next token", "output", "next", probs.argmax(), "next",
+        Stage("probs", "probs", "output", "probs", probs, "probs",
+              [source_line(sample_next, "scaled = logits / temperature"), source_line(sample_next, "softmax(-1)")]),
+        Stage("next", "next", "output", "next", probs.argmax(), "next",
               [source_line(sample_next, "torch.multinomial"), source_line(sample_next, "argmax")],
               parts={"probs": probs}),
     ]
@@ -428,10 +368,12 @@ def logit_attribution(model: GPT, cap: Capture, position: int, target: int) -> A
     """
     cfg = model.cfg
     if cfg.norm_placement != "pre":
-        raise UserError("direct logit attribution needs a pre-norm model: in a post-norm model every block "
-                        "renormalises the stream, so it is not a sum of the components' outputs")
+        raise InputError("interp.attribution_post_norm", "direct logit attribution needs a pre-norm model: in a "
+                         "post-norm model every block renormalises the stream, so it is not a sum of the components' "
+                         "outputs")
     if not 0 <= position < len(cap.ids):
-        raise InputError(f"position must be between 0 and {len(cap.ids) - 1}, got {position}")
+        raise InputError("interp.position", "position must be between 0 and {last}, got {position}",
+                         last=len(cap.ids) - 1, position=position)
     final = cap[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][position].double()
     norm = model.ln_f
     gain = norm.weight.double()
@@ -475,22 +417,23 @@ def parse_component(model: GPT, name: str) -> tuple[int, int | None]:
     """(layer, head) of "L1H2", (layer, None) of "L1 FFN"."""
     match = _COMPONENT.match(name.strip())
     if not match:
-        raise InputError(f"{name!r} names no head or FFN (write L1H2 or L1 FFN)")
+        raise InputError("interp.bad_component", "{name!r} names no head or FFN (write L1H2 or L1 FFN)", name=name)
     layer, head = int(match[1]), None if match[2] is None else int(match[2])
     if layer >= model.cfg.n_layer or (head is not None and head >= model.cfg.n_head):
-        raise InputError(f"{name} does not exist: the model has {model.cfg.n_layer} layers of {model.cfg.n_head} "
-                         "heads")
+        raise InputError("interp.no_component", "{name} does not exist: the model has {n_layer} layers of {n_head} "
+                         "heads", name=name, n_layer=model.cfg.n_layer, n_head=model.cfg.n_head)
     return layer, head
 
 
-def _ablation_edits(model: GPT, cap: Capture, batches: list[list[str]], mode: str) -> dict:
+def ablation_edits(model: GPT, cap: Capture, batches: list[list[str]], mode: str) -> dict:
     """Hook edits that switch off the components of batches[b] in batch row b (zero, or their mean over the text).
 
     Heads are switched off at hook_z, before W_O: with no bias in W_O, a zero there leaves the head's output
     exactly zero. FFNs are switched off at their output.
     """
     if mode not in ABLATIONS:
-        raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got {mode!r}")
+        raise InputError("interp.ablation_mode", "ablation must be one of {modes}, got {mode!r}",
+                         modes=", ".join(ABLATIONS), mode=mode)
     L, H, B = model.cfg.n_layer, model.cfg.n_head, len(batches)
     heads = torch.zeros(L, B, H, dtype=torch.bool)
     ffns = torch.zeros(L, B, dtype=torch.bool)
@@ -517,7 +460,7 @@ def _ablation_edits(model: GPT, cap: Capture, batches: list[list[str]], mode: st
 
 def ablated_logits(model: GPT, cap: Capture, batches: list[list[str]], mode: str = "zero") -> torch.Tensor:
     """(len(batches), T, V): the text's logits with each row's set of components switched off."""
-    edits = _ablation_edits(model, cap, batches, mode)
+    edits = ablation_edits(model, cap, batches, mode)
     return run_hooked(model, cap.ids.expand(len(batches), -1), edits)
 
 
@@ -551,7 +494,7 @@ def ablate(model: GPT, cap: Capture, switched_off: Iterable[str], mode: str = "z
     """The text's logits with the named heads and FFNs switched off."""
     switched_off = list(switched_off)
     if len(cap.ids) < 2:
-        raise InputError("the text needs at least two tokens: a loss needs a next token to predict")
+        raise InputError("interp.too_short", "the text needs at least two tokens: a loss needs a next token to predict")
     logits = ablated_logits(model, cap, [switched_off], mode)[0] if switched_off else cap.logits
     return Ablation(switched_off, mode, logits, cap.logits, cap.ids)
 
@@ -563,7 +506,7 @@ def ablation_sweep(model: GPT, cap: Capture, mode: str = "zero", names: list[str
     Rows run in batches of `batch` copies of the text, each copy with its own component off.
     """
     if len(cap.ids) < 2:
-        raise InputError("the text needs at least two tokens: a loss needs a next token to predict")
+        raise InputError("interp.too_short", "the text needs at least two tokens: a loss needs a next token to predict")
     names = [head_label(layer, h) for layer in range(model.cfg.n_layer)
              for h in range(model.cfg.n_head)] if names is None else names
     clean = float(text_losses(cap.logits, cap.ids).mean())
@@ -593,41 +536,31 @@ class Patch:
 @dataclass(frozen=True)
 class PatchingPair:
     """Two prompts of the same length that differ in a detail, and the next token each should lead to."""
-    name: str
+    id: str  # stable: a page looks up the pair's title and explanation by it
     clean: str
     corrupted: str
     clean_answer: str  # the token the clean prompt should continue with
     corrupted_answer: str
-    about: str
 
 
 # Each pair differs only early on and ends on the same text, so whatever tells the answers apart has to be carried
 # forward from the difference to the last position: patching shows which heads and positions carry it.
 PATCHING_PAIRS = [
-    PatchingPair(
-        "a password to copy",
-        'There was a girl named Pemi. She had a secret hideout, and its password was "Gr4Tk!" '
-        'Pemi smiled and said, "Gr4',
-        'There was a girl named Pemi. She had a secret hideout, and its password was "Gr4Bk!" '
-        'Pemi smiled and said, "Gr4',
-        "T", "B",
-        "A password of random characters can only be continued by copying it from where it was first said. The "
-        "prompts differ in one character of the first mention, so the heads whose output restores the clean "
-        "answer are the ones that copy."),
-    PatchingPair(
-        "a name to copy",
-        "Once upon a time, there was a girl named Tavina. She had a red ball. One day, Tav",
-        "Once upon a time, there was a girl named Tavora. She had a red ball. One day, Tav",
-        "i", "o",
-        "Names are invented for every story, so when one starts again only its first mention says how it goes "
-        "on. The prompts differ in that first mention only."),
-    PatchingPair(
-        "she or he",
-        "Once upon a time, there was a girl named Kalina who lived on a quiet street. ",
-        "Once upon a time, there was a boy named Kalinus who lived on a quiet street. ",
-        "S", "H",
-        "The next sentence should start with a pronoun that agrees with the hero (She or He): the model has to "
-        "fetch girl or boy, and the name's ending, from far back."),
+    # a password of random characters can only be continued by copying it from its first mention
+    PatchingPair("password",
+                 'Pemi had a secret hideout, and its password was "Gr4Tk7!" Pemi smiled and said, "Gr4',
+                 'Pemi had a secret hideout, and its password was "Gr4Bk7!" Pemi smiled and said, "Gr4',
+                 "T", "B"),
+    # names are invented per story: only the first mention says how one goes on
+    PatchingPair("name",
+                 "Once upon a time, there was a girl named Tavina. She had a red ball. One day, Tav",
+                 "Once upon a time, there was a girl named Tavora. She had a red ball. One day, Tav",
+                 "i", "o"),
+    # the next sentence should start with the pronoun that agrees with the hero, fetched from far back
+    PatchingPair("pronoun",
+                 "Once upon a time, there was a girl named Kalina who lived on a quiet street. ",
+                 "Once upon a time, there was a boy named Kalinus who lived on a quiet street. ",
+                 "S", "H"),
 ]
 
 
@@ -676,8 +609,8 @@ def patched_logits(model: GPT, clean: Capture, corrupted_ids, rows: list[list[Pa
     """(len(rows), T, V): the corrupted prompt's logits with each row's patches copied in from the clean run."""
     corrupted_ids = as_ids(corrupted_ids)
     if corrupted_ids.shape != clean.ids.shape:
-        raise InputError(f"the two prompts must have the same length in tokens: {len(clean.ids)} and "
-                         f"{len(corrupted_ids)}")
+        raise InputError("interp.lengths_differ", "the clean and corrupted prompts must have the same length in "
+                         "tokens: {clean} and {corrupted}", clean=len(clean.ids), corrupted=len(corrupted_ids))
     return run_hooked(model, corrupted_ids.expand(len(rows), -1), _patch_edits(model, clean, rows))
 
 
@@ -703,30 +636,38 @@ class PatchingSetup:
         return (logit_difference(logits, self.good, self.bad) - corrupted) / (self.clean_difference - corrupted)
 
 
+def _single_token(tokenizer: Tokenizer, answer: str) -> int | None:
+    """answer's id when it is exactly one token the model knows, else None."""
+    encoded = tokenizer.encode(answer)
+    return encoded[0] if len(encoded) == 1 and not tokenizer.unknown(answer) else None
+
+
 def patching_setup(model: GPT, tokenizer: Tokenizer, clean: str, corrupted: str, clean_answer: str,
                    corrupted_answer: str) -> PatchingSetup:
     """Encode and check a patching pair, and run both prompts once."""
-    ids = []
-    for label, text in (("clean prompt", clean), ("corrupted prompt", corrupted)):
-        if unknown := tokenizer.unknown(text):
-            raise InputError(f"the {label} has characters the model does not know: {''.join(sorted(unknown))}")
-        ids.append(as_ids(tokenizer.encode(text)))
-    if len(ids[0]) != len(ids[1]):
-        raise InputError(f"the clean and corrupted prompts must have the same length in tokens: {len(ids[0])} "
-                         f"and {len(ids[1])}")
-    answers = []
-    for label, answer in (("clean answer", clean_answer), ("corrupted answer", corrupted_answer)):
-        encoded = tokenizer.encode(answer)
-        if len(encoded) != 1 or tokenizer.unknown(answer):
-            raise InputError(f"the {label} must be exactly one token the model knows, got {answer!r}")
-        answers.append(encoded[0])
-    if answers[0] == answers[1]:
-        raise InputError("the two answers must differ: the measure is logit(clean answer) − logit(corrupted "
-                         "answer)")
-    setup = PatchingSetup(capture(model, ids[0]), capture(model, ids[1]), *answers)
+    if unknown := tokenizer.unknown(clean):
+        raise InputError("interp.clean_unknown", "the clean prompt has characters the model does not know: {chars}",
+                         chars="".join(sorted(unknown)))
+    if unknown := tokenizer.unknown(corrupted):
+        raise InputError("interp.corrupted_unknown", "the corrupted prompt has characters the model does not know: "
+                         "{chars}", chars="".join(sorted(unknown)))
+    clean_ids, corrupted_ids = as_ids(tokenizer.encode(clean)), as_ids(tokenizer.encode(corrupted))
+    if len(clean_ids) != len(corrupted_ids):
+        raise InputError("interp.lengths_differ", "the clean and corrupted prompts must have the same length in "
+                         "tokens: {clean} and {corrupted}", clean=len(clean_ids), corrupted=len(corrupted_ids))
+    if (good := _single_token(tokenizer, clean_answer)) is None:
+        raise InputError("interp.clean_answer", "the clean answer must be exactly one token the model knows, got "
+                         "{answer!r}", answer=clean_answer)
+    if (bad := _single_token(tokenizer, corrupted_answer)) is None:
+        raise InputError("interp.corrupted_answer", "the corrupted answer must be exactly one token the model knows, "
+                         "got {answer!r}", answer=corrupted_answer)
+    if good == bad:
+        raise InputError("interp.same_answers", "the two answers must differ: the measure is logit(clean answer) "
+                         "− logit(corrupted answer)")
+    setup = PatchingSetup(capture(model, clean_ids), capture(model, corrupted_ids), good, bad)
     if abs(setup.clean_difference - setup.corrupted_difference) < 1e-3:
-        raise InputError("the model gives both prompts the same logit difference, so there is nothing to restore: "
-                         "change the prompts or the answers")
+        raise InputError("interp.nothing_to_restore", "the model gives both prompts the same logit difference, so "
+                         "there is nothing to restore: change the prompts or the answers")
     return setup
 
 

@@ -353,8 +353,9 @@ def check_buildable(cfg: GPTConfig) -> int:
     """Refuse, before any memory is allocated, a config whose weights would not fit the cap; its parameter count."""
     n = meta_model(cfg).num_params()
     if n > MAX_PARAMS:
-        raise ConfigError(f"this model would have {n:,} parameters ({n * 4 / 1e9:.1f} GB of weights); "
-                          f"the limit is {MAX_PARAMS:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.")
+        raise ConfigError("model.too_big", "this model would have {n:,} parameters ({gb:.1f} GB of weights); the "
+                          "limit is {limit:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.",
+                          n=n, gb=n * 4 / 1e9, limit=MAX_PARAMS)
     return n
 
 
@@ -365,10 +366,10 @@ class NonFiniteLogits(ValueError):
 def check_sampling(temperature: float, top_k: int | None) -> None:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature) \
             or temperature < 0:
-        raise InputError(f"temperature must be a finite number, 0 or more (0 = always the most likely character), "
-                         f"got {temperature!r}")
+        raise InputError("model.bad_temperature", "temperature must be a finite number, 0 or more (0 = always the "
+                         "most likely character), got {value}", value=repr(temperature))
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise InputError(f"top_k must be a whole number, 1 or more, got {top_k!r}")
+        raise InputError("model.bad_top_k", "top_k must be a whole number, 1 or more, got {value}", value=repr(top_k))
 
 
 def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:

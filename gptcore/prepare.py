@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .data import CorpusError
+from .errors import Message, message
 from .tokenizer import (
     CUT,
     BPETokenizer,
@@ -47,25 +48,29 @@ Progress = Callable[[str, int, int], None]  # (phase, bytes done, bytes in all)
 
 
 class TokenArray:
-    """A stretch [start, end) of a token file. Nothing is read until it is sliced: a slice or a batch of
-    windows is copied out of the mapping as int64 ids, and the pages behind it can be dropped again."""
+    """A stretch [start, end) of a token file, read on demand: a slice or a batch of windows is copied out as
+    int64 ids. The file is mapped afresh for each read and unmapped right after (as nanoGPT does), so the pages
+    a long run touches never pile up in the process's resident memory, however large the file is."""
 
-    def __init__(self, tokens: np.ndarray, start: int, end: int):
-        self.tokens, self.start, self.end = tokens, start, end
+    def __init__(self, path: Path, dtype: np.dtype, size: int, start: int, end: int):
+        self.path, self.dtype, self.size, self.start, self.end = Path(path), np.dtype(dtype), size, start, end
 
     def __len__(self) -> int:
         return self.end - self.start
+
+    def _tokens(self) -> np.ndarray:
+        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.size,))
 
     def __getitem__(self, key: slice) -> torch.Tensor:
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a TokenArray is read in contiguous slices")
         lo, hi, _ = key.indices(len(self))
-        return torch.from_numpy(self.tokens[self.start + lo:self.start + max(lo, hi)].astype(np.int64))
+        return torch.from_numpy(self._tokens()[self.start + lo:self.start + max(lo, hi)].astype(np.int64))
 
     def windows(self, starts: torch.Tensor, length: int) -> torch.Tensor:
         """(len(starts), length) ids: the window of `length` tokens at each start."""
-        first = self.start + starts.numpy()
-        return torch.from_numpy(np.stack([self.tokens[s:s + length] for s in first]).astype(np.int64))
+        at = self.start + starts.numpy()[:, None] + np.arange(length)
+        return torch.from_numpy(self._tokens()[at].astype(np.int64))
 
 
 @dataclass
@@ -77,9 +82,14 @@ class PreparedCorpus:
     val: TokenArray
 
     @property
-    def description(self) -> str:
-        return (f"prepared {self.path.name} ({self.header['source_name']}, {self.header['tokens']:,} tokens, "
-                f"{self.tokenizer.describe()})")
+    def whole(self) -> TokenArray:
+        return TokenArray(self.train.path, self.train.dtype, self.train.size, 0, self.train.size)
+
+    @property
+    def description(self) -> Message:
+        return message("prepare.description", "prepared {name} ({source}, {tokens:,} tokens, {tokenizer})",
+                       name=self.path.name, source=self.header.get("source_name", ""), tokens=self.header["tokens"],
+                       tokenizer=self.tokenizer.describe())
 
 
 def is_prepared(path: str | os.PathLike) -> bool:
@@ -92,23 +102,32 @@ def open_prepared(path: str | os.PathLike) -> PreparedCorpus:
     try:
         header = json.loads((path / HEADER).read_text())
         tokenizer = tokenizer_from_dict(json.loads((path / TOKENIZER).read_text()))
-    except (OSError, ValueError) as e:
-        raise CorpusError(f"{path} is not a readable prepared corpus ({e})") from None
+    except TokenizerError as e:
+        raise CorpusError("prepare.bad_tokenizer", "{path}: {reason}", path=str(path / TOKENIZER),
+                          reason=e.message) from None
+    except (OSError, ValueError) as e:  # (a missing file, or JSON that does not parse)
+        raise CorpusError("prepare.unreadable", "{path} is not a readable prepared corpus ({error})", path=str(path),
+                          error=str(e)) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise CorpusError(f"{path / HEADER} is not a gptcore token header (no '{FORMAT}' format)")
+        raise CorpusError("prepare.not_header", "{path} is not a gptcore token header (no '{format}' format)",
+                          path=str(path / HEADER), format=FORMAT)
     try:
         dtype, n, split = np.dtype(header["dtype"]), int(header["tokens"]), int(header["train_tokens"])
+        if dtype not in (np.uint16, np.uint32):
+            raise ValueError(f"token dtype {dtype}")
     except (KeyError, TypeError, ValueError) as e:
-        raise CorpusError(f"{path / HEADER} is damaged ({e})") from None
+        raise CorpusError("prepare.damaged", "{path} is damaged ({error})", path=str(path / HEADER),
+                          error=str(e)) from None
     size = (path / TOKENS).stat().st_size if (path / TOKENS).is_file() else -1
     if size != n * dtype.itemsize or not 0 < split < n:
-        raise CorpusError(f"{path / TOKENS} holds {size:,} bytes, but the header announces {n:,} {dtype} tokens "
-                          f"split at {split:,}: prepare the corpus again")
+        raise CorpusError("prepare.size_mismatch", "{path} holds {size:,} bytes, but the header announces {n:,} "
+                          "{dtype} tokens split at {split:,}: prepare the corpus again", path=str(path / TOKENS),
+                          size=size, n=n, dtype=dtype.name, split=split)
     if tokenizer.vocab_size != header.get("vocab_size"):
-        raise CorpusError(f"{path}: the tokenizer has {tokenizer.vocab_size:,} tokens, the header says "
-                          f"{header.get('vocab_size')}")
-    tokens = np.memmap(path / TOKENS, dtype=dtype, mode="r", shape=(n,))
-    return PreparedCorpus(path, header, tokenizer, TokenArray(tokens, 0, split), TokenArray(tokens, split, n))
+        raise CorpusError("prepare.vocab_mismatch", "{path}: the tokenizer has {n:,} tokens, the header says "
+                          "{announced}", path=str(path), n=tokenizer.vocab_size, announced=header.get("vocab_size"))
+    return PreparedCorpus(path, header, tokenizer, TokenArray(path / TOKENS, dtype, n, 0, split),
+                          TokenArray(path / TOKENS, dtype, n, split, n))
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -129,7 +148,8 @@ def read_text(path: Path, progress: Progress | None = None, phase: str = "readin
             try:
                 text = decoder.decode(raw)
             except UnicodeDecodeError as e:
-                raise CorpusError(f"{path} is not UTF-8 text (invalid byte at offset {done + e.start:,})") from None
+                raise CorpusError("prepare.not_utf8", "{path} is not UTF-8 text (invalid byte at offset {offset:,})",
+                                  path=str(path), offset=done + e.start) from None
             done += len(raw)
             if progress:
                 progress(phase, done, size)
@@ -141,14 +161,16 @@ def read_text(path: Path, progress: Progress | None = None, phase: str = "readin
     try:
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
-        raise CorpusError(f"{path} is not UTF-8 text (it ends inside a character)") from None
+        raise CorpusError("prepare.cut_character", "{path} is not UTF-8 text (it ends inside a character)",
+                          path=str(path)) from None
 
 
 def check_beginning(raw: bytes, path: Path) -> None:
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise CorpusError(f"{path} is UTF-16 text; save it as UTF-8")
+        raise CorpusError("prepare.utf16", "{path} is UTF-16 text; save it as UTF-8", path=str(path))
     if b"\x00" in raw[:1_000_000]:
-        raise CorpusError(f"{path} looks binary (it contains NUL bytes), not a text file")
+        raise CorpusError("prepare.binary", "{path} looks binary (it contains NUL bytes), not a text file",
+                          path=str(path))
 
 
 def survey(path: Path, progress: Progress | None) -> tuple[int, list[str]]:
@@ -212,26 +234,27 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
     """Tokenize the text file `source` into the folder `out` (see the module's docstring); returns the header."""
     source, out = Path(source), Path(out)
     if not source.is_file():
-        raise CorpusError(f"no such file: {source}" if not source.exists() else f"{source} is not a regular file")
+        if not source.exists():
+            raise CorpusError("prepare.no_file", "no such file: {path}", path=str(source))
+        raise CorpusError("prepare.not_file", "{path} is not a regular file", path=str(source))
     if source.stat().st_size == 0:
-        raise CorpusError(f"{source} is empty")
+        raise CorpusError("prepare.empty", "{path} is empty", path=str(source))
     if is_prepared(out):
-        raise CorpusError(f"{out} already holds a prepared corpus: delete it or choose another --out")
+        raise CorpusError("prepare.exists", "{path} already holds a prepared corpus: delete it or choose another "
+                          "--out", path=str(out))
     if kind not in ("char", "bpe"):
-        raise CorpusError(f"tokenizer must be char or bpe, got {kind!r}")
+        raise CorpusError("prepare.kind", "tokenizer must be char or bpe, got {kind!r}", kind=kind)
     if kind == "bpe":
-        try:
-            check_bpe_vocab(vocab_size)
-        except TokenizerError as e:
-            raise CorpusError(str(e)) from None
+        check_bpe_vocab(vocab_size)
     chars, alphabet = survey(source, progress)
     if not "".join(alphabet).strip():
-        raise CorpusError(f"{source} contains only whitespace")
+        raise CorpusError("prepare.whitespace", "{path} contains only whitespace", path=str(source))
     boundary = int(TRAIN_FRACTION * chars)
     if kind == "char":
         if len(alphabet) > MAX_CHAR_VOCAB:
-            raise CorpusError(f"{source} uses {len(alphabet):,} distinct characters, over the limit of "
-                              f"{MAX_CHAR_VOCAB:,}: use --tokenizer bpe")
+            raise CorpusError("prepare.too_many_chars", "{path} uses {n:,} distinct characters, over the limit of "
+                              "{limit:,}: use --tokenizer bpe", path=str(source), n=len(alphabet),
+                              limit=MAX_CHAR_VOCAB)
         tokenizer, encode = CharTokenizer(alphabet), CharEncoder(alphabet)
     else:
         sample = read_text(source, progress, "training the BPE", stop_at_chars=min(boundary, bpe_sample_chars))
@@ -255,7 +278,8 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
             f.flush()
             os.fsync(f.fileno())
         if not 0 < train_tokens < n_tokens:
-            raise CorpusError(f"{source} is too short to split: {n_tokens:,} tokens")
+            raise CorpusError("prepare.too_short", "{path} is too short to split: {n:,} tokens", path=str(source),
+                              n=n_tokens)
         os.replace(partial, out / TOKENS)
         (out / TOKENIZER).write_text(json.dumps(tokenizer.to_dict()))
         header = {"format": FORMAT, "source": str(source.resolve()), "source_name": source.name,
@@ -266,7 +290,8 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
         tmp.write_text(json.dumps(header, indent=1))
         os.replace(tmp, out / HEADER)
     except OSError as e:
-        raise CorpusError(f"cannot write the prepared corpus into {out}: {e.strerror or e}") from None
+        raise CorpusError("prepare.write", "cannot write the prepared corpus into {path}: {error}", path=str(out),
+                          error=e.strerror or str(e)) from None
     finally:
         partial.unlink(missing_ok=True)
     return header
@@ -287,7 +312,7 @@ class ProgressLine:
             return
         self.last = now
         rate = done / max(now - self.began, 1e-3)
-        line = (f"{phase}: {done / 1e6:,.0f} / {total / 1e6:,.0f} MB, {rate / 1e6:,.0f} MB/s, "
+        line = (f"{phase}: {done / 1e6:,.1f} / {total / 1e6:,.1f} MB, {rate / 1e6:,.0f} MB/s, "
                 f"ETA {(total - done) / max(rate, 1):.0f}s")
         self.stream.write(f"\r{line:<70}" if self.tty else line + "\n")
         if self.tty and done >= total:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import GPTConfig, TrainConfig
+from .config import GPTConfig, TrainConfig, swiglu_hidden
 
 
 @dataclass(frozen=True)
@@ -37,4 +37,15 @@ RECIPES = {
         "blocks' weight matrices at lr 0.02, AdamW at 4e-3 for embeddings, head and norms, batches of 16, "
         "50 warmup steps and a cosine decay, gradients clipped at 1, no weight decay.",
         GPTConfig(), TrainConfig(steps=800, batch_size=16, warmup=50, eval_every=200, **MUON)),
+    # GPT-2's recipe at small scale, for a GPU: BPE tokens, a wider and deeper model, longer context and batch.
+    "bigger": Recipe(
+        "Bigger (for a GPU)",
+        "For a GPU and a large corpus (the full TinyStories, prepared with `python -m gptcore prepare`): a "
+        "byte-level BPE of 4,096 tokens, d_model 384, 6 layers of 6 heads, context 256, 13.8M parameters, batches "
+        "of 64 × 256 tokens, AdamW at 1e-3 with warmup and a cosine decay. On two CPU cores a step takes seconds; "
+        "on the tutorial's 1M characters it soon overfits.",
+        GPTConfig(d_model=384, n_layer=6, n_head=6, d_ff=swiglu_hidden(384), context=256),
+        TrainConfig(steps=5000, batch_size=64, lr=1e-3, schedule="cosine", warmup=200, min_lr_ratio=0.1,
+                    weight_decay=0.1, decay_all=False, beta2=0.99, grad_clip=1.0, eval_every=500, eval_batches=20,
+                    sample_chars=400, tokenizer="bpe", bpe_vocab=4096)),
 }

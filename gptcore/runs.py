@@ -4,7 +4,9 @@ their corpus.
 A run is a folder checkpoints/<name>/ written by `RunTrainer` (a Trainer that also records where its corpus
 came from). Its meta.json is the source of truth for the runs table; a run whose meta.json still says
 "running" while no job of this process trains it was cut off by a crash or restart, and is listed as
-"interrupted" (its last checkpoint resumes it).
+"interrupted" (its last checkpoint resumes it). A meta.json that cannot be read at all, or gives no step, is
+"unreadable"; one with values of the wrong kind is "damaged" (those values are left out, the rest is listed).
+A folder's name that is not UTF-8 is listed escaped (bad\\xffname), and the run under that name still works.
 """
 from __future__ import annotations
 
@@ -16,11 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from .config import GPTConfig, TrainConfig, TrainConfigError
+from .config import PLACE, GPTConfig, TrainConfig, TrainConfigError
 from .data import Corpus
+from .ddp import Distributed
 from .describe import describe_model
+from .errors import Message, message, message_record, stored_message
+from .prepare import PreparedCorpus
 from .sources import CorpusSource
-from .train import Trainer
+from .train import Trainer, diverging_message, diverging_record
 
 SHIPPED = "shipped-tiny"  # the model the repo ships so the inspector works on first launch
 ACTIVE = ("starting", "running", "paused", "stopping")  # a job of this process is working on the run
@@ -30,13 +35,18 @@ ACTIONS = ("continue", "rename", "delete")
 class RunTrainer(Trainer):
     """The app's and the CLI's Trainer: also records in meta.json how to load its corpus again, to continue."""
 
-    def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, corpus: Corpus, source: CorpusSource | None,
-                 out_dir: Path, resume_from: Path | None = None):
-        super().__init__(model_cfg, tc, corpus.text, corpus.description, out_dir=out_dir, resume_from=resume_from)
+    def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, corpus: Corpus | PreparedCorpus,
+                 source: CorpusSource | None, out_dir: Path, resume_from: Path | None = None,
+                 dist: Distributed | None = None):
+        text = corpus if isinstance(corpus, PreparedCorpus) else corpus.text  # (a token file is read as it trains)
+        super().__init__(model_cfg, tc, text, corpus.description, out_dir=out_dir, resume_from=resume_from,
+                         dist=dist)
         self.source = source
 
     def meta(self, status: str, wall_time: float) -> dict:
-        return {**super().meta(status, wall_time), "corpus_source": self.source.to_dict() if self.source else None}
+        described = self.corpus_description
+        return {**super().meta(status, wall_time), "corpus_source": self.source.to_dict() if self.source else None,
+                "corpus_message": message_record(described) if isinstance(described, Message) else None}
 
 
 def nice_interval(target: float) -> int:
@@ -74,31 +84,58 @@ class RunInfo:
     saved: float  # mtime of meta.json
     has_weights: bool
     meta: dict = field(repr=False, default_factory=dict)
+    damaged: list[str] = field(default_factory=list)  # meta.json's entries of the wrong kind, left out of meta
 
-    def blocker(self, action: str) -> str | None:
+    def blocker(self, action: str) -> Message | None:
         """Why `action` (continue, rename or delete) is not possible for this run now; None when it is.
 
         The app disables a button with this sentence, and the action itself refuses with it.
         """
         if self.status in ACTIVE:
-            return "It is training now: stop it first."
+            return message("runs.training_now", "It is training now: stop it first.")
         if self.status == "elsewhere":
-            return f"Another process (pid {ckpt.lock_holder(self.path)}, the command line?) is training it now."
+            return message("runs.elsewhere", "Another process (pid {pid}, the command line?) is training it now.",
+                           pid=ckpt.lock_holder(self.path))
         if self.name == SHIPPED:
             if action == "continue":
-                return (f"{SHIPPED} ships with the app and stays as it is: continue a copy of it from the command "
-                        "line (checkpoints/README.md shows how).")
-            return f"{SHIPPED} ships with the app and cannot be renamed or deleted here."
+                return message("runs.shipped_continue", "{name} ships with the app and stays as it is: continue a "
+                               "copy of it from the command line (checkpoints/README.md shows how).", name=SHIPPED)
+            return message("runs.shipped_fixed", "{name} ships with the app and cannot be renamed or deleted here.",
+                           name=SHIPPED)
         if action == "continue" and not self.has_weights:
-            return "It has no saved weights to continue from."
+            return message("runs.no_weights", "It has no saved weights to continue from.")
         if action == "continue" and self.status == "unreadable":
-            return "Its meta.json cannot be read, and the run's settings and history are kept there."
+            return message("runs.unreadable", "Its meta.json cannot be read, and the run's settings and history are "
+                           "kept there.")
+        if action == "continue" and {"train_config", "history"} & set(self.damaged):
+            return message("runs.damaged", "Its meta.json is damaged ({fields}), and the run's settings and history "
+                           "are kept there.", fields=", ".join(self.damaged))
         return None
 
     def refuse(self, action: str) -> None:
         """Raise CheckpointError with blocker's reason when `action` is not possible now."""
-        if (reason := self.blocker(action)) is not None:
-            raise ckpt.CheckpointError(f"Cannot {action} {self.name!r}. {reason}")
+        if (reason := self.blocker(action)) is None:
+            return
+        if action == "continue":
+            raise ckpt.CheckpointError("runs.cannot_continue", "Cannot continue '{name}'. {reason}", name=self.name,
+                                       reason=reason)
+        if action == "rename":
+            raise ckpt.CheckpointError("runs.cannot_rename", "Cannot rename '{name}'. {reason}", name=self.name,
+                                       reason=reason)
+        raise ckpt.CheckpointError("runs.cannot_delete", "Cannot delete '{name}'. {reason}", name=self.name,
+                                   reason=reason)
+
+    @property
+    def diverging(self) -> Message | None:
+        """The warning of a run whose last validation loss was far above a uniform guess's, or None."""
+        info = diverging_record(self.meta)
+        return None if info is None else diverging_message(info)
+
+    @property
+    def note(self) -> Message | str | None:
+        """What its meta.json says happened to it (a divergence, a full disk), in words; None when nothing."""
+        said = self.meta.get("message")
+        return stored_message(said) or (said if isinstance(said, str) and said else None)
 
     @property
     def history(self) -> dict:
@@ -109,7 +146,7 @@ class RunInfo:
         return CorpusSource.from_dict(self.meta.get("corpus_source"))
 
 
-def model_summary(run: RunInfo) -> str:
+def model_summary(run: RunInfo) -> Message | str:
     """describe_model of the config saved next to the weights ('' if unreadable)."""
     try:
         return describe_model(GPTConfig.from_dict(json.loads((run.path / "config.json").read_text())["model"]))
@@ -118,32 +155,42 @@ def model_summary(run: RunInfo) -> str:
 
 
 def run_status(meta: dict, path: Path, live: dict[str, str]) -> str:
-    if path.name in live:
-        return live[path.name]
+    if ckpt.shown_name(path) in live:
+        return live[ckpt.shown_name(path)]
     if ckpt.lock_holder(path) is not None:
         return "elsewhere"  # another process (the command line?) is training it
     status = str(meta.get("status", "unknown"))
     return "interrupted" if status == "running" else status
 
 
+def total_steps(meta: dict) -> int:
+    steps = (meta.get("train_config") or {}).get("steps", 0)
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else 0
+
+
+def corpus_of(meta: dict) -> Message | str:
+    """What the run was trained on, as its meta.json says (in any language when it recorded the Message)."""
+    return stored_message(meta.get("corpus_message")) or meta.get("corpus", "")
+
+
 def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
-    """A run's row; a meta.json that cannot be understood gives status 'unreadable' instead of an error."""
+    """A run's row; a meta.json that cannot be understood gives status 'unreadable' (no step) or 'damaged' (some
+    values of the wrong kind, left out) instead of an error."""
     path = Path(path)
-    meta = ckpt.read_meta(path)
+    meta, damaged = ckpt.checked_meta(path)
     meta_file = path / "meta.json"  # (a run whose job has just started has none yet)
-    common = dict(name=path.name, path=path, saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0,
-                  has_weights=(path / "model.safetensors").is_file())
-    try:
-        history = meta.get("history") or {}
-        vals = [v for v in history.get("eval_val", []) if isinstance(v, (int, float)) and math.isfinite(v)]
-        return RunInfo(
-            **common, status=run_status(meta, path, live or {}), step=int(meta.get("step", -1)),
-            total_steps=int((meta.get("train_config") or {}).get("steps", 0)), best_val=min(vals) if vals else None,
-            final_val=meta.get("final_val_loss"), wall_time=float(meta.get("wall_time") or 0.0),
-            params=meta.get("params"), corpus=str(meta.get("corpus", "")), meta=meta)
-    except (AttributeError, TypeError, ValueError):
-        return RunInfo(**common, status="unreadable", step=-1, total_steps=0, best_val=None, final_val=None,
-                       wall_time=0.0, params=None, corpus="")
+    common = dict(name=ckpt.shown_name(path), path=path, has_weights=(path / "model.safetensors").is_file(),
+                  saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0)
+    status = run_status(meta, path, live or {})
+    if damaged is None or "step" in damaged:
+        return RunInfo(**common, status=status if status in (*ACTIVE, "elsewhere") else "unreadable", step=-1,
+                       total_steps=0, best_val=None, final_val=None, wall_time=0.0, params=None, corpus="",
+                       damaged=["meta.json"] if damaged is None else damaged)
+    vals = [v for v in meta.get("history", {}).get("eval_val", []) if math.isfinite(v)]
+    return RunInfo(**common, status="damaged" if damaged and status not in (*ACTIVE, "elsewhere") else status,
+                   step=meta.get("step", -1), total_steps=total_steps(meta), best_val=min(vals) if vals else None,
+                   final_val=meta.get("final_val_loss"), wall_time=meta.get("wall_time", 0.0),
+                   params=meta.get("params"), corpus=corpus_of(meta), meta=meta, damaged=damaged)
 
 
 def list_runs(root: Path | None = None, live: dict[str, str] | None = None) -> list[RunInfo]:
@@ -180,8 +227,8 @@ def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
 def new_run_dir(name: str, root: Path | None = None) -> Path:
     directory = ckpt.checkpoint_dir(name, root)
     if directory.exists() and not ckpt.clear_abandoned(directory):  # (a server killed before its first save)
-        raise ckpt.CheckpointError(f"a run named {directory.name!r} already exists; choose another name, "
-                                   "or continue that run from the runs table")
+        raise ckpt.CheckpointError("runs.name_taken", "a run named '{name}' already exists; choose another name, or "
+                                   "continue that run from the runs table", name=directory.name)
     return directory
 
 
@@ -197,8 +244,10 @@ def delete_run(run: RunInfo, root: Path | None = None) -> None:
 
 
 def resume_config(run: RunInfo, until_step: int) -> TrainConfig:
-    """The run's own hyperparameters with a new last step."""
+    """The run's own hyperparameters with a new last step (and this machine's device: auto)."""
     run.refuse("continue")
     if until_step <= run.step:
-        raise TrainConfigError(f"{run.name} is already at step {run.step:,}; train until a later step")
-    return TrainConfig.from_dict({**(run.meta.get("train_config") or {}), "steps": int(until_step)})
+        raise TrainConfigError("runs.already_there", "{name} is already at step {step:,}; train until a later step",
+                               name=run.name, step=run.step)
+    own = {k: v for k, v in (run.meta.get("train_config") or {}).items() if k not in PLACE}
+    return TrainConfig.from_dict({**own, "steps": int(until_step)})

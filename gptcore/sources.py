@@ -1,6 +1,13 @@
-"""Where a run's text comes from, recorded with the run so that it can be loaded again to continue it."""
+"""Where a run's text comes from, recorded with the run so that it can be loaded again to continue it.
+
+The app reads "a file on the server" only inside the folders it is allowed to (`server_folders`: the project
+folder and the data folder, $GPTCORE_DATA or data/ in the project): whoever opens the page must not be able to
+read, and have the model echo, anything the server's user can read. Uploads bring any other file. The command
+line reads whatever path it is given.
+"""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,6 +22,8 @@ from .data import (
     download_tinystories_valid,
     load_corpus,
 )
+from .checkpoint import PROJECT_ROOT
+from .errors import message
 
 KINDS = ("builtin", "upload", "file", "tinystories")
 BUILTIN_MAX_CHARS = 50_000_000
@@ -62,24 +71,45 @@ class CorpusSource:
         """The corpus it describes; every problem with it becomes a CorpusError."""
         if self.kind == "builtin":
             if not isinstance(self.chars, int) or not 1 <= self.chars <= BUILTIN_MAX_CHARS:
-                raise CorpusError(f"the built-in corpus size must be from 1 to {BUILTIN_MAX_CHARS:,} characters")
+                raise CorpusError("sources.builtin_size", "the built-in corpus size must be from 1 to {limit:,} "
+                                  "characters", limit=BUILTIN_MAX_CHARS)
             return builtin_corpus(self.chars, self.seed)
         if self.kind == "file":
             if not str(self.path).strip():
-                raise CorpusError("enter the path of a UTF-8 text file on the server")
+                raise CorpusError("sources.no_path", "enter the path of a UTF-8 text file on the server")
             return load_corpus(str(self.path).strip(), self.max_chars)
         if self.kind == "upload":
             if upload is None:
-                raise CorpusError("choose a text file to upload")
-            corpus = Corpus(decode_corpus(upload, self.name or "the upload"), f"upload {self.name}")
+                raise CorpusError("sources.no_upload", "choose a text file to upload")
+            corpus = Corpus(decode_corpus(upload, self.name or "upload"),
+                            message("sources.upload", "upload {name}", name=self.name))
         elif self.kind == "tinystories":
             path = download_tinystories_valid(cache_dir=DOWNLOAD_CACHE, progress=progress)
-            corpus = Corpus(load_corpus(str(path), None).text, "TinyStories validation split")
+            corpus = Corpus(load_corpus(str(path), None).text,
+                            message("sources.tinystories", "TinyStories validation split"))
         else:
-            raise CorpusError(f"unknown corpus source {self.kind!r}")
-        if self.max_chars is not None and len(corpus.text) > self.max_chars:
-            corpus = Corpus(corpus.text[:self.max_chars], f"{corpus.description}, first {self.max_chars:,} chars")
-        return corpus
+            raise CorpusError("sources.unknown_kind", "unknown corpus source '{kind}'", kind=str(self.kind))
+        return corpus if self.max_chars is None else corpus.first(self.max_chars)
+
+
+def data_folder() -> Path:
+    """The folder besides the project's whose files the app may train on: $GPTCORE_DATA, or data/ in the project."""
+    return Path(os.environ.get("GPTCORE_DATA") or PROJECT_ROOT / "data").expanduser().resolve()
+
+
+def server_folders() -> list[Path]:
+    return [PROJECT_ROOT.resolve(), data_folder()]
+
+
+def allowed_path(path: str) -> Path:
+    """The file a server path names, with every link followed, when it lies inside server_folders();
+    CorpusError otherwise (a link out of them counts where it leads)."""
+    resolved = Path(path).expanduser().resolve()
+    if not any(resolved.is_relative_to(folder) for folder in server_folders()):
+        raise CorpusError("sources.outside_folders", "{path} is outside the folders this app reads files from "
+                          "({folders}): copy it into one of them, or upload it", path=path,
+                          folders=", ".join(str(f) for f in server_folders()))
+    return resolved
 
 
 def tinystories_cached() -> bool:

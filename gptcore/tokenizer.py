@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from .errors import Message, UserError, message
+
 KINDS = ("char", "bpe")
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
 END_OF_TEXT = "<|endoftext|>"  # TinyStories' story separator, and our built-in corpus's: one token in a BPE
@@ -21,8 +23,9 @@ BPE_MIN_VOCAB = 257  # the 256 bytes and the end-of-text token, before any merge
 BPE_MAX_VOCAB = 100_000  # GPTConfig's vocabulary limit
 
 
-class TokenizerError(ValueError):
-    """A tokenizer description that cannot be used (the checkpoint loader turns it into a CheckpointError)."""
+class TokenizerError(UserError, ValueError):
+    """A tokenizer that cannot be built or read back as described (the checkpoint loader passes its message on
+    as a CheckpointError)."""
 
 
 def readable(data: bytes) -> str:
@@ -97,7 +100,8 @@ class Tokenizer:
         if text := decoder.decode(b"", final=True):
             yield text
 
-    def describe(self) -> str:
+    def describe(self) -> Message:
+        """'74 characters' or 'byte-level BPE of 4,096 tokens'."""
         raise NotImplementedError
 
     def to_dict(self) -> dict:
@@ -120,7 +124,7 @@ class CharTokenizer(Tokenizer):
 
     def __init__(self, chars: list[str]):
         if len(set(chars)) != len(chars) or any(not isinstance(c, str) or len(c) != 1 for c in chars):
-            raise TokenizerError("tokenizer vocabulary must be distinct single characters")
+            raise TokenizerError("tokenizer.char_vocab", "a character vocabulary must be distinct single characters")
         self.chars = list(chars)
         self.stoi = {c: i for i, c in enumerate(self.chars)}
 
@@ -150,8 +154,8 @@ class CharTokenizer(Tokenizer):
     def stream(self, ids: Iterable[int]) -> Iterator[str]:
         return (self.chars[int(i)] for i in ids)
 
-    def describe(self) -> str:
-        return f"{self.vocab_size} characters"
+    def describe(self) -> Message:
+        return message("tokenizer.chars", "{n:,} characters", n=self.vocab_size)
 
     def to_dict(self) -> dict:
         return {"type": "char", "chars": self.chars}
@@ -159,7 +163,8 @@ class CharTokenizer(Tokenizer):
     @classmethod
     def from_dict(cls, data: dict) -> CharTokenizer:
         if not isinstance(data, dict) or data.get("type") != "char" or not isinstance(data.get("chars"), list):
-            raise TokenizerError("tokenizer must be {'type': 'char', 'chars': [...]}")
+            raise TokenizerError("tokenizer.char_format", "a stored character tokenizer needs the type 'char' and "
+                                 "its list of characters")
         return cls(data["chars"])
 
 
@@ -190,13 +195,14 @@ class BPETokenizer(Tokenizer):
         for i in range(hf.get_vocab_size()):
             token = hf.id_to_token(i)
             if token is None:
-                raise TokenizerError(f"BPE vocabulary has no token with id {i}")
+                raise TokenizerError("tokenizer.bpe_gap", "the BPE vocabulary has no token with id {id}", id=i)
             if token in specials:
                 self._bytes.append(token.encode("utf-8"))
             elif all(c in alphabet for c in token):
                 self._bytes.append(bytes(alphabet[c] for c in token))
             else:
-                raise TokenizerError(f"BPE token {i} ({token!r}) is not written in the byte-level alphabet")
+                raise TokenizerError("tokenizer.bpe_alphabet", "BPE token {id} ({token!r}) is not written in the "
+                                     "byte-level alphabet", id=i, token=token)
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
@@ -230,8 +236,8 @@ class BPETokenizer(Tokenizer):
     def token_bytes(self, token_id: int) -> bytes:
         return self._bytes[token_id]
 
-    def describe(self) -> str:
-        return f"byte-level BPE of {self.vocab_size:,} tokens"
+    def describe(self) -> Message:
+        return message("tokenizer.bpe", "byte-level BPE of {n:,} tokens", n=self.vocab_size)
 
     def to_dict(self) -> dict:
         return {"type": "bpe", "json": self.hf.to_str()}
@@ -241,21 +247,24 @@ class BPETokenizer(Tokenizer):
         from tokenizers import Tokenizer as HFTokenizer
 
         if not isinstance(data, dict) or data.get("type") != "bpe" or not isinstance(data.get("json"), str):
-            raise TokenizerError("tokenizer must be {'type': 'bpe', 'json': '<tokenizers JSON>'}")
+            raise TokenizerError("tokenizer.bpe_format", "a stored BPE tokenizer needs the type 'bpe' and its "
+                                 "tokenizers JSON")
         try:
             hf = HFTokenizer.from_str(data["json"])  # parses JSON: no code runs
         except Exception as e:  # tokenizers raises a bare Exception for malformed JSON
-            raise TokenizerError(f"the BPE tokenizer's JSON cannot be read ({e})") from None
+            raise TokenizerError("tokenizer.bpe_json", "the BPE tokenizer's JSON cannot be read ({error})",
+                                 error=str(e)) from None
         if type(hf.model).__name__ != "BPE" or type(hf.pre_tokenizer).__name__ != "ByteLevel":
-            raise TokenizerError("only byte-level BPE tokenizers are supported")
+            raise TokenizerError("tokenizer.bpe_kind", "only byte-level BPE tokenizers are supported")
         return cls(hf)
 
 
 def check_bpe_vocab(vocab_size) -> None:
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or \
             not BPE_MIN_VOCAB <= vocab_size <= BPE_MAX_VOCAB:
-        raise TokenizerError(f"a BPE vocabulary size must be a whole number from {BPE_MIN_VOCAB} (the 256 bytes and "
-                             f"{END_OF_TEXT}) to {BPE_MAX_VOCAB:,}, got {vocab_size!r}")
+        raise TokenizerError("tokenizer.bpe_vocab", "a BPE vocabulary size must be a whole number from {low} (the "
+                             "256 bytes and {special}) to {high:,}, got {value!r}", low=BPE_MIN_VOCAB,
+                             special=END_OF_TEXT, high=BPE_MAX_VOCAB, value=vocab_size)
 
 
 def tokenizer_from_dict(data) -> Tokenizer:
@@ -265,7 +274,8 @@ def tokenizer_from_dict(data) -> Tokenizer:
         return CharTokenizer.from_dict(data)
     if kind == "bpe":
         return BPETokenizer.from_dict(data)
-    raise TokenizerError(f"unknown tokenizer type {kind!r} (expected one of {', '.join(KINDS)})")
+    raise TokenizerError("tokenizer.unknown_type", "unknown tokenizer type {kind!r} (expected one of {kinds})",
+                         kind=kind, kinds=", ".join(KINDS))
 
 
 def make_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
@@ -275,10 +285,11 @@ def make_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Token
         return CharTokenizer.from_text(text)
     if kind == "bpe":
         if vocab_size is None:
-            raise TokenizerError("a BPE tokenizer needs a vocabulary size (--vocab-size)")
+            raise TokenizerError("tokenizer.needs_vocab", "a BPE tokenizer needs a vocabulary size (--vocab-size)")
         check_bpe_vocab(vocab_size)
         return BPETokenizer.train(text_blocks(text, 1 << 20), vocab_size)
-    raise TokenizerError(f"tokenizer must be one of {', '.join(KINDS)}, got {kind!r}")
+    raise TokenizerError("tokenizer.unknown_kind", "tokenizer must be one of {kinds}, got {kind!r}",
+                         kinds=", ".join(KINDS), kind=kind)
 
 
 # A newline followed by a non-space character ends a pre-token in GPT-2's byte-level split, so text cut there

@@ -14,16 +14,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
 from .config import GPTConfig, TrainConfig, TrainConfigError
-from .data import CorpusError, check_trainable, get_batch, split_ids
+from .data import CorpusError, check_trainable, encode_chars, get_batch, split_ids
 from .ddp import Distributed, DistributedError
-from .device import autocast, configure, describe, dtype_name, resolve, train_dtype
-from .errors import InputError, UserError
+from .device import autocast, configure, describe, dtype_name, peak_memory, resolve, train_dtype
+from .errors import InputError, Message, UserError, message, message_record
 from .model import GPT, NonFiniteLogits, check_buildable
 from .optim import make_optimizer, set_lr
 from .prepare import PreparedCorpus
@@ -35,6 +36,30 @@ INIT_LOCK = threading.Lock()  # model init draws from torch's global RNG: one bu
 
 class Diverged(UserError, RuntimeError):
     """The loss, the weights or the model's outputs became NaN or infinite."""
+
+
+def diverging_above(vocab_size: int) -> float:
+    """The loss past which a run is diverging: twice ln V, the loss of a uniform guess, and at least one nat above
+    it. A fresh model starts near ln V and training only lowers it; the tutorial's run ends near 1.0 (ln 74 = 4.30)."""
+    uniform = math.log(vocab_size)
+    return uniform + max(1.0, uniform)
+
+
+def diverging_message(info: dict) -> Message:
+    """What a run's `diverging` record (step, loss, vocab) means, and what to try."""
+    return message("train.diverging", "the run is diverging: its validation loss is {loss:,.1f} at step {step:,}, far "
+                   "above ln V = {uniform:.2f}, the loss of a uniform guess over its {vocab:,} tokens. Try a smaller "
+                   "learning rate, warmup or gradient clipping.", loss=info["loss"], step=info["step"],
+                   uniform=math.log(info["vocab"]), vocab=info["vocab"])
+
+
+def diverging_record(meta: dict) -> dict | None:
+    """A run's meta.json `diverging` record when it is one diverging_message can say, else None."""
+    info = meta.get("diverging")
+    ok = isinstance(info, dict) and all(isinstance(info.get(k), int) and not isinstance(info.get(k), bool)
+                                        for k in ("step", "vocab")) and info["vocab"] >= 1 and \
+        isinstance(info.get("loss"), int | float) and not isinstance(info.get("loss"), bool)
+    return info if ok else None
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -78,14 +103,16 @@ def check_fits_in_memory(cfg: GPTConfig, batch_size: int, device: torch.device |
     the GPU's, which holds nothing else of ours)."""
     need = step_memory_bytes(cfg, batch_size, check_buildable(cfg))
     if device is not None and device.type == "cuda":
-        have, share, where = torch.cuda.get_device_properties(device).total_memory, 0.9, "this GPU"
+        have, share = torch.cuda.get_device_properties(device).total_memory, 0.9
+        where = message("train.this_gpu", "this GPU")
     else:
-        have, share, where = physical_memory(), 0.5, "this machine"
+        have, share, where = physical_memory(), 0.5, message("train.this_machine", "this machine")
     if have and need > have * share:
-        raise TrainConfigError(
-            f"one training step would need about {need / 1e9:.1f} GB (batch {batch_size} × context {cfg.context}, "
-            f"d_model {cfg.d_model}, {cfg.n_layer} layers) and {where} has {have / 1e9:.1f} GB. "
-            "Use a smaller batch, context or model.")
+        raise TrainConfigError("train.too_much_memory", "one training step would need about {need:.1f} GB (batch "
+                               "{batch} × context {context}, d_model {d_model}, {n_layer} layers) and {where} has "
+                               "{have:.1f} GB. Use a smaller batch, context or model.", need=need / 1e9,
+                               batch=batch_size, context=cfg.context, d_model=cfg.d_model, n_layer=cfg.n_layer,
+                               where=where, have=have / 1e9)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -118,7 +145,7 @@ def evaluate(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
     """
     ctx, device = model.cfg.context, model_device(model)
     if len(ids) < 2:
-        raise InputError("need at least 2 tokens to evaluate")
+        raise InputError("train.evaluate_too_short", "need at least 2 tokens to evaluate")
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
@@ -208,24 +235,29 @@ class Trainer:
 
     def __init__(self, model_cfg: GPTConfig, tc: TrainConfig, text: str | PreparedCorpus,
                  corpus_description: str = "", out_dir: Path | None = None, resume_from: Path | None = None, *,
-                 device: str | torch.device = "cpu", dtype: str = "auto", compile: bool = False,
-                 tokenizer: str = "char", vocab_size: int | None = None, dist: Distributed | None = None):
+                 dist: Distributed | None = None):
+        prepared = text if isinstance(text, PreparedCorpus) else None
+        if prepared is not None:  # the token file fixes the tokenizer
+            tc = replace(tc, tokenizer=prepared.tokenizer.kind)
         self.tc, self.dist = tc, dist
-        self.device = dist.device if dist else resolve(device) if isinstance(device, str) else torch.device(device)
-        self.dtype, self.compile = train_dtype(self.device, dtype), compile
+        self.device = dist.device if dist else resolve(tc.device)
+        self.dtype, self.compile = train_dtype(self.device, tc.dtype), tc.compile
         self.main = dist is None or dist.main
         self.out_dir = Path(out_dir) if out_dir and self.main else None
         self.rows = dist.rows(tc.batch_size) if dist else None
-        prepared = text if isinstance(text, PreparedCorpus) else None
         if resume_from is not None:
             loaded = ckpt.load_checkpoint(resume_from)
             ckpt.resumable_meta(resume_from)
             if tc.steps <= loaded.meta["step"]:
-                raise TrainConfigError(f"the run is already at step {loaded.meta['step']:,}: "
-                                       "set steps higher to continue it")
+                raise TrainConfigError("train.already_there", "the run is already at step {step:,}: set steps higher "
+                                       "to continue it", step=loaded.meta["step"])
             if prepared is not None and prepared.tokenizer != loaded.tokenizer:
-                raise CorpusError(f"{prepared.path} was prepared with another tokenizer than the run's "
-                                  f"({prepared.tokenizer.describe()} against {loaded.tokenizer.describe()})")
+                raise CorpusError("train.other_tokenizer", "{path} was prepared with another tokenizer than the "
+                                  "run's ({prepared} against {run})", path=prepared.path,
+                                  prepared=prepared.tokenizer.describe(), run=loaded.tokenizer.describe())
+            if tc.tokenizer != loaded.tokenizer.kind:
+                raise TrainConfigError("tokenizer.resume_other", "the run was trained with the {run} tokenizer and "
+                                       "keeps it: leave out --tokenizer to continue it", run=loaded.tokenizer.kind)
             # a resumed run may ask for a larger batch
             check_fits_in_memory(loaded.model.cfg, self._local_batch(), self.device)
             self.model, self.tokenizer = loaded.model, loaded.tokenizer
@@ -233,25 +265,30 @@ class Trainer:
             self.start_step = loaded.meta["step"] + 1
             self.stream = torch.Generator().manual_seed(tc.seed + self.start_step)
             self.elapsed_before = float(loaded.meta.get("wall_time", 0.0))
+            self.diverging = diverging_record(loaded.meta)
         else:
-            self.tokenizer = prepared.tokenizer if prepared else self._new_tokenizer(text, tokenizer, vocab_size)
+            self.tokenizer = prepared.tokenizer if prepared else self._new_tokenizer(text)
             if self.tokenizer.vocab_size < 2:
-                which = "" if prepared else f" ({text[:1]!r})"
-                raise CorpusError(f"the corpus uses a single character{which}: there is nothing to predict")
+                if prepared:
+                    raise CorpusError("train.single_token", "the corpus uses a single token: there is nothing to "
+                                      "predict")
+                raise CorpusError("train.single_char", "the corpus uses a single character ({char}): there is "
+                                  "nothing to predict", char=repr(text[:1]))
             model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
             check_fits_in_memory(model_cfg, self._local_batch(), self.device)  # before the weights exist
             self.model, self.stream = build_model(model_cfg, tc.seed)  # on the CPU: the same weights everywhere
             self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
+            self.diverging = None
         self.model.to(self.device).train()
         if prepared is not None:
             self.unknown, self.train_ids, self.val_ids = Counter(), prepared.train, prepared.val
         else:
-            self.unknown = self.tokenizer.unknown(text)
-            self.train_ids, self.val_ids = encode_split(self.tokenizer, text)
+            self.train_ids, self.val_ids, self.unknown = encode_split(self.tokenizer, text)
         check_trainable(len(self.train_ids) + len(self.val_ids), self.model.cfg.context)
         if len(self.val_ids) < self.model.cfg.context + 2:
-            raise CorpusError(f"the validation split has {len(self.val_ids):,} tokens: it needs at least one window "
-                              f"of {self.model.cfg.context + 1}; use a longer corpus or a shorter context")
+            raise CorpusError("train.val_too_short", "the validation split has {n:,} tokens: it needs at least one "
+                              "window of {window}; use a longer corpus or a shorter context", n=len(self.val_ids),
+                              window=self.model.cfg.context + 1)
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
         self.optimizer_restored = resume_from is not None and \
@@ -265,15 +302,16 @@ class Trainer:
     def _local_batch(self) -> int:
         return self.tc.batch_size // (self.dist.world_size if self.dist else 1)
 
-    def _new_tokenizer(self, text: str, kind: str, vocab_size: int | None) -> Tokenizer:
+    def _new_tokenizer(self, text: str) -> Tokenizer:
         """The corpus's characters, or a BPE trained on its training split (by process 0, under DDP)."""
+        kind, vocab_size = self.tc.tokenizer, self.tc.bpe_vocab
         try:
             if kind == "char" or self.dist is None:
                 return make_tokenizer(kind, text if kind == "char" else text[:train_chars(text)], vocab_size)
             learned = make_tokenizer(kind, text[:train_chars(text)], vocab_size) if self.dist.main else None
             return tokenizer_from_dict(self.dist.share(learned.to_dict() if learned else None))
         except TokenizerError as e:
-            raise CorpusError(str(e)) from None
+            raise CorpusError.of(e.message) from None
 
     @property
     def cfg(self) -> GPTConfig:
@@ -288,38 +326,77 @@ class Trainer:
         try:
             return prompt + self.tokenizer.decode(out)
         except NonFiniteLogits:
-            raise Diverged(f"the outputs became NaN or infinite by step {self.step}") from None
+            raise Diverged("train.outputs_nan", "the outputs became NaN or infinite by step {step}",
+                           step=self.step) from None
         finally:
             self.model.train(was_training)
 
     def meta(self, status: str, wall_time: float) -> dict:
         return {"step": self.step, "status": status, "history": self.history, "train_config": self.tc.to_dict(),
                 "corpus": self.corpus_description, "wall_time": wall_time, "final_val_loss": self.final_val,
-                "params": self.model.num_params(), "tokenizer": self.tokenizer.describe(),
-                "hardware": {"device": describe(self.device), "precision": dtype_name(self.dtype),
-                             "processes": self.dist.world_size if self.dist else 1, "compiled": self.compile}}
+                "params": self.model.num_params(), "tokenizer": self.tokenizer.describe(), "diverging": self.diverging,
+                "hardware": self.hardware()}
+
+    def hardware(self) -> dict:
+        """Where the run computes, as meta.json records it (peak_memory: bytes of GPU memory at most, on CUDA)."""
+        found = {"device": describe(self.device), "precision": dtype_name(self.dtype),
+                 "processes": self.dist.world_size if self.dist else 1, "compiled": self.compile}
+        if (peak := peak_memory(self.device)) is not None:
+            found["peak_memory"] = peak
+        return found
 
     def check_weights(self) -> None:
         """Raise Diverged if an update left a NaN or infinity in the weights (before sampling or saving them)."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise Diverged(f"weights became NaN or infinite by step {self.step}")
+            raise Diverged("train.weights_nan", "weights became NaN or infinite by step {step}", step=self.step)
 
-    def diverged_message(self, error: Diverged) -> str:
+    def diverged_message(self, error: Diverged) -> Message:
         """Say what blew up, what was kept, and what to try; mark the kept checkpoint as diverged."""
         kept = last_checkpoint_step(self.out_dir) if self.out_dir is not None else None
         if kept is None:
-            saved = "No checkpoint had been saved yet, so nothing was written."
+            saved = message("train.nothing_saved", "No checkpoint had been saved yet, so nothing was written.")
         else:
-            saved = f"The last good checkpoint (step {kept:,}) is kept in {self.out_dir}."
-            ckpt.update_meta(self.out_dir, status="diverged", message=f"diverged: {error}")
-        return (f"Training diverged: {error}. {saved} "
-                "Try a smaller learning rate, warmup, gradient clipping or less weight decay.")
+            saved = message("train.kept_good", "The last good checkpoint (step {step:,}) is kept in {path}.",
+                            step=kept, path=self.out_dir)
+        said = message("train.diverged", "Training diverged: {error}. {saved} Try a smaller learning rate, warmup, "
+                       "gradient clipping or less weight decay.", error=error.message, saved=saved)
+        if kept is not None:
+            ckpt.update_meta(self.out_dir, status="diverged", message=message_record(said))
+        return said
+
+    def disk_full(self, error: ckpt.DiskFull) -> ckpt.DiskFull:
+        """The run cannot save: say so and what was kept, and mark what was kept as failed."""
+        kept = last_checkpoint_step(self.out_dir)
+        if kept is None:
+            saved = message("train.full_nothing_kept", "No checkpoint had been saved yet, so nothing was kept.")
+        else:
+            saved = message("train.full_kept", "The checkpoint of step {step:,} is kept whole in {path}.", step=kept,
+                            path=self.out_dir)
+        said = message("train.disk_full", "The disk is full: the run stopped at step {step:,}, whose checkpoint "
+                       "could not be written ({error}). {saved} Free some space, then continue the run.",
+                       step=self.step, error=error.message, saved=saved)
+        if kept is not None:
+            try:
+                ckpt.update_meta(self.out_dir, status="failed", message=message_record(said))
+            except ckpt.CheckpointError:  # no space even for meta.json: the run stays listed as interrupted
+                said = message("train.disk_full_unmarked", "{said} (There was no space left to mark it as failed "
+                               "either: it is listed as interrupted.)", said=said)
+        return ckpt.DiskFull.of(said)
 
     def save(self, status: str, wall_time: float) -> None:
         if self.out_dir is None:
             return
         self.check_weights()
         ckpt.save_checkpoint(self.out_dir, self.model, self.tokenizer, self.meta(status, wall_time), self.optimizer)
+
+    def check_diverging(self, step: int, val: float, emit: Event) -> None:
+        """Flag a run whose latest validation loss is far above a uniform guess's; report when that changes (the
+        event's data is the record, or None once the loss has come back)."""
+        was = self.diverging
+        vocab = self.tokenizer.vocab_size
+        self.diverging = {"step": step, "loss": val, "vocab": vocab} if val > diverging_above(vocab) else None
+        if (self.diverging is None) != (was is None):  # it starts diverging, or it has come back
+            emit("diverging", dict(self.diverging) if self.diverging else None)
 
     def run(self, on_event: Event | None = None, control: TrainControl | None = None,
             after_backward: Callable[[Trainer], None] | None = None) -> str:
@@ -337,14 +414,20 @@ class Trainer:
             refused = None
             try:
                 if self.out_dir is not None:
+                    if self.start_step == 0:  # a new run: never over a checkpoint or anyone's files
+                        ckpt.check_new_folder(self.out_dir)
                     stack.enter_context(ckpt.training_lock(self.out_dir))
             except UserError as e:
                 refused = e
             if self.dist is not None and not self.dist.all_ok(refused is None) and refused is None:
-                raise DistributedError("process 0 could not start the run (its message says why)")
+                raise DistributedError("train.rank0_refused", "process 0 could not start the run (its message says "
+                                       "why)")
             if refused is not None:
                 raise refused
-            return self._run(emit, control or TrainControl(), after_backward)
+            try:
+                return self._run(emit, control or TrainControl(), after_backward)
+            except ckpt.DiskFull as e:
+                raise self.disk_full(e) from None
 
     def _gradients(self):
         """What computes each step's loss and gradients: per-core shards on the CPU, one pass elsewhere."""
@@ -394,6 +477,7 @@ class Trainer:
             with autocast(self.device, self.dtype):
                 self.final_val = evaluate(model, self.val_ids)
             self.history["final_val"] = self.final_val
+            self.check_diverging(self.step, self.final_val, emit)
             emit("final_eval", {"step": self.step, "val": self.final_val})
         self.check_weights()
         if sampled_at != self.step:  # a run stopped right after a sampling step has its sample already
@@ -414,7 +498,8 @@ class Trainer:
         # one all-reduce: the whole batch's loss, and any process's stop request (so all stop after this step)
         loss, stop = self.dist.mean_and_any(loss, control.stop.is_set()) if self.dist else (loss.item(), False)
         if not math.isfinite(loss):
-            raise Diverged(f"loss became {loss} at step {step}")
+            raise Diverged("train.loss_nan", "loss became NaN or infinite ({loss}) at step {step}", loss=str(loss),
+                           step=step)
         if after_backward is not None:
             after_backward(self)
         if self.tc.grad_clip:
@@ -441,10 +526,11 @@ class Trainer:
         with autocast(self.device, self.dtype):
             val = estimate_loss(self.model, self.val_ids, tc.batch_size, tc.eval_batches, self.stream)
         if not math.isfinite(val):
-            raise Diverged(f"validation loss became {val} at step {step}")
+            raise Diverged("train.val_nan", "validation loss became {val} at step {step}", val=str(val), step=step)
         self.history["eval_step"].append(step)
         self.history["eval_train"].append(loss)
         self.history["eval_val"].append(val)
+        self.check_diverging(step, val, emit)
         emit("eval", {"step": step, "train": loss, "val": val})
 
 
@@ -453,14 +539,16 @@ def train_chars(text: str) -> int:
     return int(0.9 * len(text))
 
 
-def encode_split(tokenizer: Tokenizer, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(train ids, val ids). Characters as in the tutorial: encode, then the first 90% of the ids. A BPE
-    encodes the first 90% of the characters (the text it was trained on) and the rest apart, so no
-    validation text leaks into the training split through a token that straddles the cut."""
+def encode_split(tokenizer: Tokenizer, text: str) -> tuple[torch.Tensor, torch.Tensor, Counter]:
+    """(train ids, val ids, the characters the tokenizer does not know). Characters as in the tutorial: encode,
+    then the first 90% of the ids. A BPE encodes the first 90% of the characters (the text it was trained on) and
+    the rest apart, so no validation text leaks into the training split through a token that straddles the cut."""
     if tokenizer.kind == "char":
-        return split_ids(torch.tensor(tokenizer.encode(text), dtype=torch.long))
+        ids, unknown = encode_chars(tokenizer, text)
+        return *split_ids(ids), unknown
     cut = train_chars(text)
-    return tuple(torch.tensor(tokenizer.encode(part), dtype=torch.long) for part in (text[:cut], text[cut:]))
+    train, val = (torch.tensor(tokenizer.encode(part), dtype=torch.long) for part in (text[:cut], text[cut:]))
+    return train, val, tokenizer.unknown(text)
 
 
 def last_checkpoint_step(directory: Path) -> int | None:

@@ -1,30 +1,36 @@
 """Inspect: attention patterns, predictions, head roles and how they formed, for any saved checkpoint."""
+import os
 from pathlib import Path
 
 import streamlit as st
 
 from explorer import inspector_figures as figs
+from explorer.i18n import choice, help_text, label, say, t
 from explorer.ui import ACTIVE_CHECKPOINT, default_checkpoint, show_source
 from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
+from gptcore.config import TrainConfig, settings
 from gptcore.data import unknown_warning
+from gptcore.device import choices_here, describe, resolve
 from gptcore.errors import UserError
 from gptcore.model import GPT
 
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 CLEAR_SCORE = 0.3  # a head finder score below this is not called a role: uniform attention over 100 keys gives 0.01
-SCORE_SOURCES = ["the text above", "random characters, repeated"]
+SCORE_SOURCES = ("repeated", "text")  # random characters shown twice (the copying test), or the text above
 KEEP = "session"  # persist_state of every setting: kept while its tab is closed and across pages
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading weights…")
-def load_cached(path: str, mtime: float):
-    """(model, tokenizer, step); mtime in the key reloads a file that was overwritten by a new run."""
-    return ckpt.load_weights(Path(path))
+def load_cached(path: bytes, mtime: float, where: str):
+    """(model on the device `where`, tokenizer, step); mtime in the key reloads a file that was overwritten by a
+    new run. The path as bytes: a name that is not UTF-8 could not be hashed as text."""
+    model, tokenizer, step = ckpt.load_weights(Path(os.fsdecode(path)))
+    return model.to(where), tokenizer, step
 
 
 def load(path: Path):
-    return load_cached(str(path), path.stat().st_mtime)
+    return load_cached(os.fsencode(path), path.stat().st_mtime, str(inspect_device))
 
 
 def plot(fig, key: str, filename: str) -> None:
@@ -44,7 +50,7 @@ if not folders:
     st.info("There is no checkpoint in `checkpoints/` yet. Train one, for example "
             "`python -m gptcore train --data builtin --out checkpoints/mine --snapshot-every 250`.")
     st.stop()
-names = [p.name for p in folders]
+names = [ckpt.shown_name(p) for p in folders]  # (a name that is not UTF-8 shown escaped)
 
 
 def remember_checkpoint() -> None:
@@ -56,6 +62,13 @@ name = st.selectbox("Checkpoint", names, index=names.index(default_checkpoint(na
                     help="Every folder of checkpoints/ that holds a model.safetensors (the same as the sidebar's "
                          "active checkpoint).")
 folder = folders[names.index(name)]
+# the device the models run on here: a choice where this machine has an accelerator, the CPU otherwise
+device_setting = settings(TrainConfig)["device"]
+if len(choices_here()) > 2:
+    st.selectbox(label(device_setting), choices_here(), key="inspect-device", persist_state=KEEP,
+                 format_func=lambda v: choice(device_setting, v), help=help_text(device_setting))
+inspect_device = resolve(st.session_state.get("inspect-device", "cpu"))
+st.caption(t("device.inspects_on", device=describe(inspect_device)))
 try:
     model, tokenizer, step = load(folder / "model.safetensors")
 except (ckpt.CheckpointError, OSError) as e:
@@ -64,7 +77,7 @@ except (ckpt.CheckpointError, OSError) as e:
 cfg = model.cfg
 meta = ckpt.read_meta(folder)
 facts = [f"step {step}", f"{model.num_params():,} parameters", f"{cfg.n_layer} layers × {cfg.n_head} heads",
-         f"d_model {cfg.d_model}", f"context {cfg.context}", f"{cfg.vocab_size} characters"]
+         f"d_model {cfg.d_model}", f"context {cfg.context}", say(tokenizer.describe())]
 if meta.get("final_val_loss") is not None:
     facts.insert(1, f"final val loss {meta['final_val_loss']:.3f}")
 st.caption(" · ".join(facts) + (f"  \nTrained on {meta['corpus']}." if meta.get("corpus") else ""))
@@ -82,11 +95,11 @@ if run.truncated:
     st.warning(f"The text is longer than the model's context of {cfg.context} characters: only the first "
                f"{cfg.context} are analysed, the last {run.truncated} are left out.")
 
-labels = ins.token_labels(run.text)
+labels = ins.token_labels(run.pieces)  # one per position: a character, or a BPE token
 T = len(run.ids)
 heads = ins.head_names(cfg.n_layer, cfg.n_head)
 # Where a name comes back is where copying shows: start both position pickers there.
-name_again = ins.repeat_position(run.text)
+name_again = ins.repeat_position(run.pieces)
 start_position = T - 1 if name_again is None else name_again
 
 
@@ -100,12 +113,14 @@ if st.session_state.get("inspect-head") not in heads:  # (first visit, or a chec
     st.session_state["inspect-head"] = heads[0]
 chosen = st.session_state["inspect-head"]
 layer, head = divmod(heads.index(chosen), cfg.n_head)
-source = st.session_state.setdefault("inspect-score-source", SCORE_SOURCES[0])
+if st.session_state.get("inspect-score-source") not in SCORE_SOURCES:
+    st.session_state["inspect-score-source"] = SCORE_SOURCES[0]
+source = st.session_state["inspect-score-source"]
 
 
-def scored_text() -> str:
-    """What the head finder scores: the text above, or random characters typed twice."""
-    return run.text if source == SCORE_SOURCES[0] else ins.repeated_random_text(tokenizer, cfg.context // 2)
+def scored_text() -> str | None:
+    """What the head finder scores: the text above, or (None) random sequences shown twice."""
+    return run.text if source == "text" else None
 
 
 # The tabs are lazy: only the open one runs, which keeps a click on this page quick.
@@ -139,12 +154,12 @@ if attention_tab.open:  # lazy: only the open tab computes and ships its figures
 
             left, right = st.columns([1, 9])
             left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
-            right.html(ins.highlight_html(run.text[: query + 1], shade, "31, 119, 180", tip, mark=query))
+            right.html(ins.highlight_html(run.pieces[: query + 1], shade, "31, 119, 180", tip, mark=query))
 
         st.subheader("Export the attention tensor")
         st.caption(f"Shape (layers, heads, query, key) = {tuple(run.patterns.shape)}.")
         csv_col, npy_col = st.columns(2)
-        csv_col.download_button("Attention as CSV", lambda: ins.patterns_csv(run.patterns, run.text),
+        csv_col.download_button("Attention as CSV", lambda: ins.patterns_csv(run.patterns, run.pieces),
                                 f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
                                 icon=":material/download:")
         npy_col.download_button("Attention as NPY", lambda: ins.patterns_npy(run.patterns), f"attention-{name}.npy",
@@ -156,16 +171,22 @@ if predictions_tab.open:  # lazy: only the open tab computes and ships its figur
         st.subheader("Next-character distribution")
         position = st.select_slider("After position", range(T), value=start_position, format_func=position_label,
                                     key=f"inspect-position-{T}", persist_state=KEEP)
+        # the distribution generation draws from: the sampling controls act on it at once
+        c1, c2, c3 = st.columns(3)
+        temperature = c1.slider(t("inspector.temperature"), 0.0, 2.0, 0.8, 0.05, key="inspect-temperature",
+                                persist_state=KEEP, help=t("inspector.temperature_help"))
+        top_k = c2.number_input(t("inspector.top_k"), 0, cfg.vocab_size, 0, key="inspect-gen-topk",
+                                persist_state=KEEP, help=t("inspector.top_k_help"))
         # (a slider needs min < max: a one-character vocabulary has a single prediction to show)
-        k = st.slider("Top k", 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk", persist_state=KEEP) \
-            if cfg.vocab_size > 1 else 1
-        top = ins.top_predictions(run.logits, tokenizer, position, k)
-        context_tail = ins.token_labels(run.text[max(0, position - 40): position + 1])
+        k = c3.slider(t("inspector.bars"), 1, cfg.vocab_size, min(10, cfg.vocab_size), key="inspect-topk",
+                      persist_state=KEEP) if cfg.vocab_size > 1 else 1
+        top = ins.top_predictions(run.logits, tokenizer, position, k, temperature, top_k or None)
+        context_tail = ins.token_labels(run.pieces[max(0, position - 40): position + 1])
         plot(figs.prediction_bars(top, f"After …{''.join(context_tail)}"), "inspect-predictions",
              f"predictions-{name}")
         if position + 1 < T:
             actual = int(run.ids[position + 1])
-            probs = ins.next_char_probs(run.logits, position)
+            probs = ins.next_char_probs(run.logits, position, temperature, top_k or None)
             rank = int((probs > probs[actual]).sum()) + 1
             st.caption(f"The text continues with '{labels[position + 1]}': probability {float(probs[actual]):.3f}, "
                        f"rank {rank} of {cfg.vocab_size}.")
@@ -174,18 +195,16 @@ if predictions_tab.open:  # lazy: only the open tab computes and ships its figur
         losses = ins.char_losses(run.logits, run.ids)
         st.caption(f"Each character is shaded by its loss −log p (fully red at {LOSS_CAP:.0f} nats or more); the first "
                    f"has nothing before it. Mean loss over this text: {float(losses[1:].mean()):.3f} nats.")
-        st.html(ins.highlight_html(run.text, (losses / LOSS_CAP).tolist(), "230, 60, 50",
+        st.html(ins.highlight_html(run.pieces, (losses / LOSS_CAP).tolist(), "230, 60, 50",
                                    lambda i: f"position {i}: loss {float(losses[i]):.2f} nats"))
         with st.expander("Loss per character as a chart"):
             plot(figs.loss_bars(losses, labels), "inspect-losses", f"losses-{name}")
 
         st.subheader("Generate from this text")
-        c1, c2, c3, c4 = st.columns(4)
-        temperature = c1.slider("Temperature", 0.0, 2.0, 0.8, 0.05, key="inspect-temperature", persist_state=KEEP,
-                                help="0 = always the most likely character; above 1, flatter and more surprising")
-        top_k = c2.number_input("Top-k (0 = off)", 0, cfg.vocab_size, 0, key="inspect-gen-topk", persist_state=KEEP)
-        seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed", persist_state=KEEP)
-        n_chars = c4.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars", persist_state=KEEP)
+        st.caption(t("inspector.same_sampling", temperature=temperature, top_k=top_k or "—"))
+        c1, c2 = st.columns(2)
+        seed = c1.number_input("Seed", 0, 2**31 - 1, 0, key="inspect-seed", persist_state=KEEP)
+        n_chars = c2.slider("Characters", 20, 500, 200, 10, key="inspect-gen-chars", persist_state=KEEP)
         if st.button("Generate", key="inspect-generate", type="primary"):
             st.session_state["inspect-generated"] = (text, ins.generate(
                 model, tokenizer, text, n_chars, temperature, top_k or None, seed))
@@ -209,15 +228,20 @@ if finder_tab.open:  # lazy: only the open tab computes and ships its figures
             "Previous-token heads form within a few hundred steps. Induction heads need one of them in an earlier "
             "layer and usually appear much later in training, so a model trained for minutes may not have one yet: "
             "compare a longer run on the same text.")
-        st.radio("Score the heads on", SCORE_SOURCES, horizontal=True,
-                 key="inspect-score-source", persist_state=KEEP,
-                 help="In a random string typed twice, the second copy is predictable only by copying from "
-                      "the first: the cleanest test for induction heads.")
-        scored = run if source == SCORE_SOURCES[0] else ins.inspect_text(model, tokenizer, scored_text())
-        if source != SCORE_SOURCES[0]:
-            st.caption("Scored on this string of random characters, typed twice:")
-            st.code(scored.text[: cfg.context // 2], language=None)
-        scores = ins.head_scores(scored.patterns, scored.ids)
+        st.radio(t("inspector.finder.source"), SCORE_SOURCES, horizontal=True, key="inspect-score-source",
+                 persist_state=KEEP, format_func=lambda s: t(f"inspector.finder.sources.{s}"),
+                 help=t("inspector.finder.source_help"))
+        if source == "text":
+            scores = ins.head_scores(run.patterns, run.ids)
+        else:
+            scores, report = ins.repeated_sequence_scores(model)
+            st.caption(t("inspector.finder.repeated", n=report.n_sequences, length=report.length))
+            st.code("".join(ins.repeated_sequence_example(tokenizer, report.length)), language=None)
+            first, second = st.columns(2)
+            first.metric(t("inspector.finder.first_copy"), f"{report.copy_losses[0]:.2f}")
+            second.metric(t("inspector.finder.second_copy"), f"{report.copy_losses[1]:.2f}",
+                          f"{report.copy_losses[1] - report.copy_losses[0]:+.2f}", delta_color="inverse",
+                          help=t("inspector.finder.ratio", ratio=report.ratio))
         best = st.columns(len(figs.SCORE_LABELS))
         for col, (column, label) in zip(best, figs.SCORE_LABELS.items()):
             if scores[column].notna().any():
@@ -252,5 +276,5 @@ if training_tab.open:  # lazy: only the open tab computes and ships its figures
             plot(figs.attention_grid(snap_run.patterns, (layer, head), f"Attention at step {chosen_step}"),
                  "inspect-training-grid", f"attention-step-{chosen_step}-{name}")
             long = ins.scores_over_training([(s, m) for s, (m, _, _) in snapshots], tokenizer, scored_text())
-            st.caption(f"Scores on {source}, as chosen in the head finder.")
+            st.caption(t("inspector.training_scored_on", source=t(f"inspector.finder.sources.{source}")))
             plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")

@@ -1,10 +1,11 @@
 import time
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.demo_plots import layer_figure, race_loss_figure
+from explorer.demo_plots import layer_figure, norm_vector_figure, race_loss_figure
+from explorer.i18n import say, t
 from explorer.jobs import JobRefused
+from explorer.tables import shown_table
 from explorer.ui import job_progress, job_registry, show_source
 from gptcore.demos import norms
 from gptcore.model import Block, RMSNorm
@@ -17,26 +18,17 @@ NORM_COLORS = {"RMSNorm": "#1f77b4", "LayerNorm": "#2ca02c"}
 time_norms = st.cache_data(norms.time_norms)
 registry = job_registry()
 
-st.title("The residual stream and normalization")
-st.markdown(
-    """
-Two ideas make a deep stack of attention and FFN layers trainable at all.
 
-**The residual stream.** No sub-layer replaces its input; each computes a change and adds it: *x ← x + f(x)*.
-Picture one vector per position flowing from the embedding up to the output head, with every sub-layer reading
-it and writing an update back into it. The derivative of a sum passes unchanged to each of its terms, so the
-loss's gradient reaches the lowest layers along the stream itself, however weak the path through each *f* is.
+def variant_names() -> dict[str, str]:
+    """Each variant's label (its key in a race's data) → its name in this tab's language."""
+    names = {v.label: t(f"residual_norm.variant.{v.placement}_{'warmup' if v.warmup else 'no_warmup'}")
+             for v in norms.ALL_VARIANTS}
+    return names | {v.label: v.label for v in norms.NORM_VARIANTS}  # RMSNorm, LayerNorm: names as they are
 
-**Normalization, and where it sits.** Left alone, the size of the stream drifts as layers pile up, so norms
-rescale it — and their position matters. The 2017 Transformer normalizes *after* each addition,
-*x ← Norm(x + f(x))* (**post-norm**): the stream itself is rescaled after every sub-layer, and a gradient on its
-way down must pass through every one of those norms. Deep post-norm models are fragile and lean on a careful
-learning-rate warmup. From GPT-2 on, nearly every model normalizes only what enters each branch,
-*x ← x + f(Norm(x))* (**pre-norm**), which leaves the stream an unbroken chain of sums. The stream then grows
-with depth, so pre-norm models apply one last norm before the output head.
-"""
-)
-show_source(Block, label="gptcore's Block: both placements")
+
+st.title(t("residual_norm.title"))
+st.markdown(t("residual_norm.intro"))
+show_source(Block, label=t("residual_norm.block_source"))
 
 
 def format_seconds(s) -> str:
@@ -48,48 +40,67 @@ def start_race(kind: str, race: norms.NormRace) -> None:
         registry.start(f"{kind} {time.strftime('%H:%M:%S')}", kind,
                        lambda job, race=race: norms.run_norm_race(job, race), threads=1)
     except JobRefused as e:
-        st.error(str(e))
+        st.error(say(e))
+
+
+def race_title(snap) -> str:
+    """The race's name in this tab's language: its kind and the time it started."""
+    return t("residual_norm.race.name", kind=t(f"ui.job_kind.{snap.kind}"),
+             time=time.strftime("%H:%M:%S", time.localtime(snap.started)))
+
+
+def run_states(data: dict, names: dict) -> str:
+    """One line: every variant and where it stands (why, if it diverged)."""
+    def state(label, status):
+        text = t(f"residual_norm.race.run.{status}")
+        return t("residual_norm.race.diverged_why", state=text, why=data["diverged"][label]) \
+            if label in data.get("diverged", {}) else text
+    return " · ".join(t("residual_norm.race.run_line", name=names[label], state=state(label, status))
+                      for label, status in data.get("runs", {}).items())
+
+
+def previous_race(kind: str, current):
+    """A snapshot of the newest other race of this kind that has drawn at least one step, or None."""
+    earlier = [j.snapshot() for j in list(registry.jobs.values()) if j is not current and j.state.kind == kind]
+    return max((s for s in earlier if s.data.get("loss")), key=lambda s: s.started, default=None)
 
 
 def race_view(kind: str, prefix: str, colors: dict, per_layer: bool, live: bool):
     """The newest race of this kind; until it has a step to draw, the charts keep showing the previous one."""
     job = registry.latest(kind)
     snap = job.snapshot()
-    data = snap.data
-    job_progress(job, snap, f"{snap.name}: {snap.status}", f"{prefix}-stop")
+    data, names = snap.data, variant_names()
+    status = t(f"ui.status.{snap.status}")
+    job_progress(job, snap, t("residual_norm.race.progress", name=race_title(snap), status=status), f"{prefix}-stop")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Steps", f"{data.get('steps_done', 0)} / {data.get('steps_total', 0)}")
-    m2.metric("Tokens / s", f"{data.get('tokens_per_s', 0):,.0f}")
-    m3.metric("ETA", format_seconds(data.get("eta_s")) if snap.active else
-              "done" if snap.status == "finished" else "—")
-    m4.metric("Status", snap.status)
-    st.caption(" · ".join(f"**{label}**: {status}" for label, status in data.get("runs", {}).items()))
-    shown_key = f"{prefix}-shown"
-    if data.get("loss"):
-        st.session_state[shown_key] = snap.name
-    elif (previous := registry.get(st.session_state.get(shown_key, ""))) not in (None, job):
-        before = previous.snapshot()
-        st.caption(f"Showing the previous race ({before.name}) until the new one reports its first step.")
+    m1.metric(t("residual_norm.race.steps"), f"{data.get('steps_done', 0)} / {data.get('steps_total', 0)}")
+    m2.metric(t("residual_norm.race.speed"), f"{data.get('tokens_per_s', 0):,.0f}")
+    m3.metric(t("residual_norm.race.eta"), format_seconds(data.get("eta_s")) if snap.active else
+              t("residual_norm.race.done") if snap.status == "finished" else "—")
+    m4.metric(t("residual_norm.race.status"), status)
+    st.caption(run_states(data, names))
+    if not data.get("loss") and (before := previous_race(kind, job)) is not None:
+        st.caption(t("residual_norm.race.showing_previous", name=race_title(before)))
         data = before.data
     frames = norms.race_frames(data)
-    st.plotly_chart(race_loss_figure(frames["loss"], colors), key=f"{prefix}-loss")
+    st.plotly_chart(race_loss_figure(frames["loss"], colors, names), key=f"{prefix}-loss")
     if not frames["results"].empty:
-        st.dataframe(frames["results"].style.format({"s / step": "{:.3f}", "final val loss": "{:.3f}"}),
+        results = frames["results"].assign(variant=frames["results"]["variant"].map(names))
+        st.dataframe(shown_table(results, "residual_norm", {"s / step": "{:.3f}", "final val loss": "{:.3f}"}),
                      hide_index=True, key=f"{prefix}-results")
     if per_layer:
-        when = st.radio("Per-layer views at", ["latest", "first"], horizontal=True, key="norm-when",
-                        format_func={"latest": "the latest probe", "first": "initialisation (step 0)"}.get)
+        when = st.radio(t("residual_norm.layers.when"), ["latest", "first"], horizontal=True, key="norm-when",
+                        format_func=lambda w: t(f"residual_norm.layers.{w}"))
         left, right = st.columns(2)
-        left.plotly_chart(layer_figure(norms.at_probe(frames["grads"], when), colors, "Gradient norm per block",
-                                       "‖∂loss/∂block‖", log=True), key="norm-grads")
-        right.plotly_chart(layer_figure(norms.at_probe(frames["resid"], when), colors,
-                                        "Residual stream norm after each block", "mean ‖x‖ per position"),
+        left.plotly_chart(layer_figure(norms.at_probe(frames["grads"], when), colors, names,
+                                       t("residual_norm.layers.grads_title"), "‖∂loss/∂block‖", log=True),
+                          key="norm-grads")
+        right.plotly_chart(layer_figure(norms.at_probe(frames["resid"], when), colors, names,
+                                        t("residual_norm.layers.resid_title"), t("residual_norm.layers.resid_axis")),
                            key="norm-resid")
-        st.caption("Layer 0 of the residual plot is the embedding output. Gradient norms are averaged over the "
-                   "steps since the previous probe.")
+        st.caption(t("residual_norm.layers.caption"))
         if when == "first":
-            st.caption("Probes are taken before each step's update. Warmup only changes the updates, so at "
-                       "initialisation each with/without-warmup pair of lines coincides (one hides the other).")
+            st.caption(t("residual_norm.layers.at_init"))
     if live and not snap.active:
         st.rerun()  # stop polling: a full rerun redraws this without run_every
 
@@ -97,121 +108,74 @@ def race_view(kind: str, prefix: str, colors: dict, per_layer: bool, live: bool)
 def race_panel(kind: str, prefix: str, colors: dict, per_layer: bool) -> None:
     job = registry.latest(kind)
     if job is None:
-        st.info("Press **Train** to start; the curves stream in here.")
+        st.info(t("residual_norm.race.press_train"))
         return
     live = job.snapshot().active
     st.fragment(race_view, run_every=1 if live else None)(kind, prefix, colors, per_layer, live)
 
 
 # --- the placement race ----------------------------------------------------------------------------------
-st.header("1 · Pre-norm against post-norm, trained live")
+st.header(t("residual_norm.placement.header"))
 defaults = norms.NormRace()
-st.markdown(
-    f"""
-A deep, narrow model — by default {defaults.n_layer} layers of width {defaults.d_model} — trained with gptcore's
-`Trainer` in up to four variants: the norm before or after the residual add, each with and without a linear
-warmup (then cosine decay). All variants start from the same seed and see the same batches of the built-in
-stories. While they train, the page records the gradient norm of every block after each backward pass, and the
-size of the residual stream after every block (through the `blocks.{{i}}.hook_resid_post` hook points) on a fixed
-batch. The default run takes about a minute on two cores; the page stays usable meanwhile.
-"""
-)
+st.markdown(t("residual_norm.placement.text", n_layer=defaults.n_layer, d_model=defaults.d_model))
 c1, c2, c3, c4 = st.columns(4)
-n_layer = c1.slider("Layers", 2, 24, defaults.n_layer, key="norm-layers")
+n_layer = c1.slider(t("residual_norm.placement.layers"), 2, 24, defaults.n_layer, key="norm-layers")
 d_model = c2.selectbox("d_model", [16, 32, 64], index=1, key="norm-width")
-steps = c3.slider("Steps per variant", 10, 400, defaults.steps, step=10, key="norm-steps")
-lr = c4.select_slider("Peak learning rate", [1e-3, 3e-3, 1e-2, 2e-2, 3e-2], value=defaults.lr, key="norm-lr")
+steps = c3.slider(t("residual_norm.placement.steps"), 10, 400, defaults.steps, step=10, key="norm-steps")
+lr = c4.select_slider(t("residual_norm.placement.lr"), [1e-3, 3e-3, 1e-2, 2e-2, 3e-2], value=defaults.lr,
+                      key="norm-lr")
 c1, c2 = st.columns([1, 3])
-warmup = c1.slider("Warmup steps (when on)", 1, 100, defaults.warmup, key="norm-warmup")
-picked = c2.multiselect("Variants", list(COLORS), default=list(COLORS), key="norm-variants")
-if st.button("Train", key="norm-start", type="primary", disabled=not picked):
+warmup = c1.slider(t("residual_norm.placement.warmup"), 1, 100, defaults.warmup, key="norm-warmup")
+picked = c2.multiselect(t("residual_norm.placement.variants"), list(COLORS), default=list(COLORS),
+                        format_func=variant_names().get, key="norm-variants")
+if st.button(t("residual_norm.train"), key="norm-start", type="primary", disabled=not picked):
     start_race(RACE_KIND, norms.NormRace(n_layer=n_layer, d_model=d_model, steps=steps, lr=lr,
                                          warmup=min(warmup, steps), probe_every=max(1, steps // 20),
                                          variants=tuple(v for v in norms.ALL_VARIANTS if v.label in picked)))
 if not picked:
-    st.warning("Pick at least one variant to train.")
+    st.warning(t("residual_norm.placement.pick_one"))
 race_panel(RACE_KIND, "norm", COLORS, per_layer=True)
-st.markdown(
-    """
-**What to look for.** With the defaults, post-norm without warmup ends visibly worse than the rest at this
-learning rate; with a warmup it catches up, while pre-norm barely cares. In the gradient plot, post-norm sends the
-most gradient to the blocks near the output and less and less further down through the trunk's norms (cleanest
-with warmup); in pre-norm the top blocks get no more than the bottom ones, because the chain of additions hands
-the loss signal to every block directly. The residual plot shows the price of pre-norm: its stream grows with
-depth, while post-norm holds it at the norm's scale (√d_model when γ = 1) after every block.
-"""
-)
+st.markdown(t("residual_norm.placement.look_for"))
 show_source(norms.run_norm_race, norms.block_grad_norms, norms.residual_norms)
 
 # --- RMSNorm vs LayerNorm --------------------------------------------------------------------------------
-st.header("2 · RMSNorm: LayerNorm without the centring")
-st.markdown(
-    """
-LayerNorm centres a vector (subtracts its mean), divides it by its standard deviation, and then applies a learned
-gain *γ* and shift *β*. RMSNorm leaves out the centring and the shift and only divides by the root mean square:
-*x / √(mean(x²) + ε) · γ*. Trained, the two end up about equally good (section 3 runs both). RMSNorm is the
-simpler of the two, and since a norm does next to no arithmetic but has to read and write the whole activation,
-every reduction pass it skips is memory traffic saved on hardware where that traffic is the bottleneck. Modern
-models also dropped the biases of their Linear layers; PaLM gives training stability at scale as its reason,
-with fewer parameters and less traffic as side benefits.
-"""
-)
+st.header(t("residual_norm.rms.header"))
+st.markdown(t("residual_norm.rms.text"))
 c1, c2, c3 = st.columns(3)
-dim = c1.slider("Vector size", 4, 16, 8, key="norm-vec-d")
-shift = c2.slider("Added mean (shift)", -3.0, 3.0, 1.0, step=0.25, key="norm-vec-shift")
-vec_seed = c3.number_input("Seed", 0, 10_000, 0, key="norm-vec-seed")
+dim = c1.slider(t("residual_norm.rms.size"), 4, 16, 8, key="norm-vec-d")
+shift = c2.slider(t("residual_norm.rms.shift"), -3.0, 3.0, 1.0, step=0.25, key="norm-vec-shift")
+vec_seed = c3.number_input(t("residual_norm.rms.seed"), 0, 10_000, 0, key="norm-vec-seed")
 x = norms.sample_vector(dim, shift, int(vec_seed))
 outputs = norms.norm_outputs(x)
-bars = go.Figure()
-for column, color in zip(outputs.columns, ("#7f7f7f", "#1f77b4", "#d62728", "#ff9896")):
-    bars.add_bar(x=list(range(dim)), y=outputs[column], name=column, marker_color=color)
-bars.update_layout(barmode="group", height=340, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="component",
-                   yaxis_title="value")
-st.plotly_chart(bars, key="norm-vec")
+st.plotly_chart(norm_vector_figure(outputs), key="norm-vec")
 gap = (outputs["LayerNorm(x)"] - outputs["RMSNorm(x − mean)"]).abs().max()
-st.markdown(
-    f"""
-With a non-zero mean the two disagree: RMSNorm keeps the offset (its output still has a non-zero mean), LayerNorm
-removes it. Centre the vector first and RMSNorm gives LayerNorm's answer — largest difference here
-**{gap:.1e}**. At *shift = 0* the vector's mean is only approximately 0, so they nearly agree.
-"""
-)
-st.dataframe(norms.norm_summary(x).style.format({"mean": "{:.4f}", "RMS": "{:.4f}"}), hide_index=True,
-             key="norm-summary")
+st.markdown(t("residual_norm.rms.reading", gap=gap))
+st.dataframe(shown_table(norms.norm_summary(x), "residual_norm", {"mean": "{:.4f}", "RMS": "{:.4f}"}),
+             hide_index=True, key="norm-summary")
 left, right = st.columns(2)
-left.markdown("**Parameters per norm at d_model = 128**")
-left.dataframe(norms.norm_parameters(128), hide_index=True, key="norm-params")
-right.markdown("**Measured time per call** (this machine, now)")
-if right.button("Measure again", key="norm-time-again"):
+left.markdown(t("residual_norm.rms.params_heading"))
+left.dataframe(shown_table(norms.norm_parameters(128), "residual_norm"), hide_index=True, key="norm-params")
+right.markdown(t("residual_norm.rms.time_heading"))
+if right.button(t("residual_norm.rms.measure_again"), key="norm-time-again"):
     time_norms.clear()
-right.dataframe(time_norms().style.format({"µs per call": "{:,.0f}"}), hide_index=True, key="norm-times")
-right.caption(
-    "The FLOPs hardly matter here; passes over memory do. Which norm wins on a CPU depends on how this PyTorch "
-    "build implements each kernel (LayerNorm is one fused kernel, RMSNorm a few elementwise passes), on threads "
-    "and on load. With fused kernels, as on GPUs, RMSNorm saves a reduction.")
+right.dataframe(shown_table(time_norms(), "residual_norm", {"µs per call": "{:,.0f}"}), hide_index=True,
+                key="norm-times")
+right.caption(t("residual_norm.rms.time_caption"))
 show_source(RMSNorm, norms.norm_outputs, norms.time_norms)
 
 # --- RMSNorm vs LayerNorm, trained -----------------------------------------------------------------------
-st.header("3 · RMSNorm against LayerNorm, trained")
+st.header(t("residual_norm.trained.header"))
 norm_defaults = norms.NormRace(n_layer=4, d_model=64, context=64, steps=300, lr=3e-3, warmup=30, probe_every=50,
                                eval_batches=20, variants=norms.NORM_VARIANTS)
-st.markdown(
-    f"""
-The same model twice — pre-norm with warmup, {norm_defaults.n_layer} layers by default, the tutorial's shape at a
-smaller width — once with RMSNorm everywhere (`GPTConfig(norm="rms")`, as in the tutorial) and once with
-LayerNorm (`norm="layer"`), from the same seed on the same batches. The table gives each one's validation loss at
-the last step (over {norm_defaults.eval_batches} batches) and its wall time per step on this machine. About half a
-minute with the defaults.
-"""
-)
+st.markdown(t("residual_norm.trained.text", n_layer=norm_defaults.n_layer, eval_batches=norm_defaults.eval_batches))
 c1, c2, c3 = st.columns(3)
-type_layers = c1.slider("Layers", 1, 8, norm_defaults.n_layer, key="normtype-layers")
+type_layers = c1.slider(t("residual_norm.placement.layers"), 1, 8, norm_defaults.n_layer, key="normtype-layers")
 type_width = c2.selectbox("d_model", [32, 64, 128], index=1, key="normtype-width")
-type_steps = c3.slider("Steps per variant", 50, 1000, norm_defaults.steps, step=50, key="normtype-steps")
-if st.button("Train", key="normtype-start", type="primary"):
+type_steps = c3.slider(t("residual_norm.placement.steps"), 50, 1000, norm_defaults.steps, step=50,
+                       key="normtype-steps")
+if st.button(t("residual_norm.train"), key="normtype-start", type="primary"):
     start_race(NORM_RACE_KIND, norms.NormRace(
         n_layer=type_layers, d_model=type_width, context=64, steps=type_steps, lr=3e-3, warmup=type_steps // 10,
         probe_every=type_steps, eval_batches=norm_defaults.eval_batches, variants=norms.NORM_VARIANTS))
 race_panel(NORM_RACE_KIND, "normtype", NORM_COLORS, per_layer=False)
-st.caption("Expect the two loss curves to lie on top of each other, with differences of the size that another "
-           "seed would give; the time per step follows the kernels measured in section 2.")
+st.caption(t("residual_norm.trained.expect"))

@@ -3,11 +3,13 @@ import streamlit as st
 
 from explorer import forms, training
 from explorer.forms import KEEP, ss
+from explorer.i18n import say, t
 from explorer.ui import job_registry, show_failure
 from gptcore import checkpoint as ckpt
 from gptcore import runs
 from gptcore.config import GPTConfig, TrainConfig, swiglu_hidden
 from gptcore.describe import count_params, describe_model, format_duration, format_step
+from gptcore.device import described
 from gptcore.errors import UserError
 from gptcore.recipes import RECIPES
 from gptcore.train import check_fits_in_memory
@@ -50,27 +52,29 @@ def live_panel() -> None:
     stop.button("Stop", key="tr_stop", on_click=job.stop, disabled=s.status not in ("running", "paused"),
                 width="stretch")
     step, total = d.get("step", -1), d["total_steps"]
-    st.progress(min(1.0, (step + 1) / (total + 1)), text=format_step(step, total))
+    st.progress(min(1.0, (step + 1) / (total + 1)), text=say(format_step(step, total)))
     evals = d.get("evals", [])
     m = st.columns(6)
     m[0].metric("Train loss", f"{d['loss']:.3f}" if "loss" in d else "–")
     m[1].metric("Val loss (estimate)", f"{evals[-1]['val']:.3f}" if evals else "–",
                 help="Mean of a few random validation batches, as in the tutorial.")
     m[2].metric("Tokens / s", f"{d.get('tokens_per_s', 0):,.0f}")
-    m[3].metric("Elapsed", format_duration(d.get("elapsed_s")))
-    m[4].metric("ETA", format_duration(d.get("eta_s")) if s.active else "–")
+    m[3].metric("Elapsed", say(format_duration(d.get("elapsed_s"))))
+    m[4].metric("ETA", say(format_duration(d.get("eta_s"))) if s.active else "–")
     m[5].metric("Parameters", f"{d['params']:,}")
     if message := training.status_message(s):
-        getattr(st, message[0])(message[1])
+        getattr(st, message[0])(say(message[1]))
     elif s.status == "failed":
         show_failure(s)
+    if warning := training.diverging_warning(s):
+        st.warning(say(warning))
     chart, samples = st.columns([3, 2])
     chart.plotly_chart(training.loss_figure(d), key="tr_live_chart")
     with chart:
-        st.caption(f"**Model** {d['model_summary']}  \n**Training** {d['train_summary']}  \n"
-                   f"**Corpus** {d['corpus']}")
+        st.caption(f"**Model** {say(d['model_summary'])}  \n**Training** {say(d['train_summary'])}  \n"
+                   f"**Corpus** {say(d['corpus'])}  \n{t('device.trains_on', device=d['device'])}")
         if d.get("unknown"):
-            st.warning(d["unknown"])
+            st.warning(say(d["unknown"]))
     with samples:
         st.markdown("**Samples** (newest first)")
         with st.container(height=420, key="tr_samples"):
@@ -93,13 +97,15 @@ def model_inputs(tokenizer) -> str | None:
     if invalid or tokenizer is None:
         return "fix the fields marked in red" if invalid else None
     try:
-        cfg = forms.model_config(tokenizer.vocab_size)
-        st.markdown(f"**{count_params(cfg):,} parameters** with this corpus's {cfg.vocab_size:,} characters",
-                    help=describe_model(cfg))
-        st.caption("  \n".join(forms.params_note(cfg)))
+        bpe = ss.get("tr_t_tokenizer") == "bpe"
+        cfg = forms.model_config(forms.vocab_size(tokenizer))
+        unit = "BPE tokens (at most)" if bpe else "characters"
+        st.markdown(f"**{count_params(cfg):,} parameters** with this corpus's {cfg.vocab_size:,} {unit}",
+                    help=say(describe_model(cfg)))
+        st.caption("  \n".join(forms.params_note(cfg, bpe)))
         check_fits_in_memory(cfg, ss.tr_t_batch_size)
     except UserError as e:
-        st.error(str(e))
+        st.error(say(e))
         return "the model cannot be trained here (see Model)"
     return None
 
@@ -118,13 +124,14 @@ def new_run_tab() -> None:
     with train_col:
         st.markdown("##### Training")
         train_invalid = forms.field_inputs(TrainConfig, st.columns(2))
+        st.caption(t("device.trains_on", device=described(ss.tr_t_device)))
     name, start = st.columns([3, 1], vertical_alignment="bottom")
     name.text_input("Run name (its checkpoint folder)", key="tr_name", max_chars=64, **KEEP)
     reasons = forms.start_blockers(tokenizer, model_problem, train_invalid)
     start.button("Start training", key="tr_start", type="primary", on_click=forms.start_new_run, width="stretch",
                  disabled=bool(reasons))
     if reasons:
-        st.warning("**Start is off.** " + "  \n".join(reasons), icon=None)
+        st.warning("**Start is off.** " + "  \n".join(say(r) for r in reasons), icon=None)
     try:
         if (folder := ckpt.safe_name(ss.tr_name)) != ss.tr_name:
             st.caption(f"Saved as **{folder}** (letters, digits, '.', '_' and '-' only).")
@@ -133,20 +140,24 @@ def new_run_tab() -> None:
     message, context, refused = ss.get("tr_feedback") or (None, None, False)
     # gone once it no longer applies: an error about another corpus, a refusal by a job that has ended
     if message and context == forms.corpus_context() and not (refused and registry.active() is None):
-        st.error(message)
+        st.error(say(message))
     st.caption(f"Checkpoints are written to `{ckpt.CHECKPOINT_ROOT}/<run name>/`.")
 
 
 # ---------------------------------------------------------------- runs
 
 def manage_run(run: runs.RunInfo) -> None:
-    st.caption(f"**Status** {run.status} · **{format_step(run.step, run.total_steps)}** · "
-               f"**wall time** {format_duration(run.wall_time)}  \n**Model** {runs.model_summary(run)}  \n"
-               f"**Corpus** {run.corpus}")
-    if run.meta.get("message"):
-        st.warning(run.meta["message"])
+    st.caption(f"**Status** {run.status} · **{say(format_step(run.step, run.total_steps))}** · "
+               f"**wall time** {say(format_duration(run.wall_time))}  \n**Model** {say(runs.model_summary(run))}  \n"
+               f"**Corpus** {say(run.corpus)}")
+    if run.damaged:
+        st.warning(say(training.damaged_warning(run)))
+    if note := run.note:
+        st.warning(say(training.known(note)))
+    if (warning := run.diverging) and not run.note:
+        st.warning(say(warning))
     if message := forms.run_feedback(run):
-        st.error(message)
+        st.error(say(message))
     cont, rename, files = st.columns(3, gap="large")
     with cont:
         st.markdown("**Continue training**")
@@ -155,10 +166,11 @@ def manage_run(run: runs.RunInfo) -> None:
                         key=f"tr_until_{run.name}")
         source = run.source
         if blocked := run.blocker("continue"):
-            st.caption(blocked)
+            st.caption(say(blocked))
         elif source is None or not source.reloadable:
             st.caption("This run's corpus cannot be reloaded automatically: give it again.")
             st.text_input("Corpus path on the server", key="tr_cont_path")
+            st.caption(say(forms.server_folders_note()))
             st.file_uploader("…or upload it", type=["txt", "md", "text"], key="tr_cont_upload")
             st.number_input("Use the first N characters (0 = all)", 0, 100_000_000, step=100_000,
                             value=(source.max_chars if source else None) or 1_000_000, key="tr_cont_max_chars")
@@ -169,7 +181,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.text_input("New name", key=f"tr_new_name_{run.name}", value=run.name, disabled=bool(fixed))
         st.button("Rename", key="tr_rename", on_click=forms.rename_run, args=(run,), disabled=bool(fixed))
         if fixed:
-            st.caption(fixed)
+            st.caption(say(fixed))
     with files:
         st.markdown("**Download or delete**")
         st.download_button("Download checkpoint (.zip)", data=lambda: runs.zip_run(run.path),
@@ -183,7 +195,7 @@ def runs_overview() -> None:
     """The runs table and the loss overlay; redrawn every few seconds while a run trains, to follow its step."""
     listed = training.listed_runs(registry)
     names = [r.name for r in listed]
-    st.dataframe(training.runs_frame(listed), hide_index=True, key="tr_runs_table", column_config={
+    st.dataframe(training.runs_frame(listed, say), hide_index=True, key="tr_runs_table", column_config={
         "best val (estimate)": st.column_config.NumberColumn(format="%.4f"),
         "final val (whole split)": st.column_config.NumberColumn(format="%.4f"),
         "params": st.column_config.NumberColumn(format="localized"),

@@ -1,4 +1,6 @@
+import errno
 import json
+import os
 
 import pytest
 import torch
@@ -165,3 +167,102 @@ def test_a_run_without_readable_settings_and_history_cannot_be_continued(tmp_pat
     with pytest.raises(ckpt.CheckpointError, match="meta.json is missing or damaged: .* cannot be continued"):
         Trainer(None, TrainConfig(steps=5, batch_size=4), text, out_dir=run, resume_from=run)
     assert ckpt.load_checkpoint(run).meta["step"] == 2  # still inspectable
+
+
+# ---------------------------------------------------------------- a full disk, odd files, damaged meta.json
+
+def full_disk_after(monkeypatch, files_written: int):
+    """Let `files_written` checkpoint files be written, then fail every write as a full disk does."""
+    real, count = ckpt._write_temp, []
+
+    def write_temp(path, write):
+        if len(count) >= files_written:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        count.append(path)
+        return real(path, write)
+
+    monkeypatch.setattr(ckpt, "_write_temp", write_temp)
+
+
+def files_of(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("written", [0, 1, 2, 3])
+def test_a_full_disk_changes_no_file_of_the_checkpoint(saved, monkeypatch, written):
+    directory, model = saved
+    before = files_of(directory)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))[1].backward()
+    optimizer.step()  # new weights and optimizer moments: four files to write
+    full_disk_after(monkeypatch, written)
+    with pytest.raises(ckpt.DiskFull, match="the disk is full: there is no space left to write .*/run/"):
+        ckpt.save_checkpoint(directory, model, CharTokenizer.from_text("abcdefgh"), {"step": 8}, optimizer)
+    assert files_of(directory) == before  # every file as it was, no temporary file left
+    assert ckpt.load_checkpoint(directory).meta["step"] == 7
+
+
+def test_safetensors_reports_a_full_disk_as_the_oserror_it_is(saved, monkeypatch):
+    from safetensors import SafetensorError
+
+    directory, model = saved
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "
+                              "\"No space left on device\" }) (os error 28)")
+
+    monkeypatch.setattr(ckpt, "save_file", full)
+    with pytest.raises(ckpt.DiskFull):
+        ckpt.save_checkpoint(directory, model, CharTokenizer.from_text("abcdefgh"), {"step": 8})
+    assert ckpt.load_checkpoint(directory).meta["step"] == 7
+
+
+def test_a_weights_file_that_is_a_link_to_a_device_or_a_fifo_is_named_as_such(saved, tmp_path):
+    directory, _ = saved
+    weights = directory / "model.safetensors"
+    weights.unlink()
+    weights.symlink_to("/dev/zero")
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors is not a regular file but a device or a "
+                                                   "socket: weights are a file written by this program"):
+        ckpt.load_checkpoint(directory)
+    weights.unlink()
+    os.mkfifo(tmp_path / "fifo")
+    weights.symlink_to(tmp_path / "fifo")
+    with pytest.raises(ckpt.CheckpointError, match=r"is not a regular file but a FIFO \(a named pipe\)"):
+        ckpt.load_checkpoint(directory)  # (refused before opening it: opening a FIFO would wait forever)
+    weights.unlink()
+    weights.symlink_to(tmp_path / "gone")
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors is a link to .*gone, which does not exist"):
+        ckpt.load_checkpoint(directory)
+
+
+def test_a_missing_tokenizer_is_named(saved):
+    directory, model = saved
+    meta = {"format": ckpt.FORMAT, "step": "7", "config": json.dumps(model.cfg.to_dict())}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"),
+              metadata=meta)
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors has no 'tokenizer' in its metadata, so the "
+                                                   "model cannot be rebuilt from it"):
+        ckpt.load_checkpoint(directory)
+
+
+def test_every_value_of_meta_json_is_checked_and_a_wrong_one_left_out(saved):
+    directory, _ = saved
+    meta = json.loads((directory / "meta.json").read_text())
+    (directory / "meta.json").write_text(json.dumps({
+        **meta, "final_val_loss": "bad", "wall_time": -3, "params": 1.5, "corpus": ["x"],
+        "history": {"step": [0, 1], "train_loss": [4.0]}}))
+    checked, damaged = ckpt.checked_meta(directory)
+    assert damaged == ["corpus", "final_val_loss", "history", "params", "wall_time"]
+    assert {"final_val_loss", "wall_time", "params", "corpus", "history"}.isdisjoint(checked)
+    assert checked["step"] == 7 and ckpt.read_meta(directory) == checked
+    ckpt.update_meta(directory, status="failed")  # other entries stay as they are on disk, damaged or not
+    assert json.loads((directory / "meta.json").read_text())["final_val_loss"] == "bad"
+    (directory / "meta.json").write_text("[1, 2]")
+    assert ckpt.checked_meta(directory) == ({}, None)
+
+
+def test_a_name_too_long_is_refused_not_cut():
+    assert ckpt.safe_name("a" * 64) == "a" * 64
+    with pytest.raises(ckpt.CheckpointError, match="a checkpoint name has at most 64 characters; 'a{24}…' has 300"):
+        ckpt.safe_name("a" * 300)

@@ -1,4 +1,6 @@
 """The command line's answers to user errors: a message and an exit code, never a traceback, nothing lost."""
+import math
+
 import pytest
 
 from gptcore import checkpoint as ckpt
@@ -85,3 +87,117 @@ def test_a_diverging_run_reports_what_was_kept_and_marks_it(tmp_path, capsys):
     kept = ckpt.load_checkpoint(out)
     assert f"The last good checkpoint (step {kept.meta['step']:,}) is kept in {out}" in err
     assert kept.meta["status"] == "diverged"
+
+
+# ---------------------------------------------------------------- where a run writes, and what it never overwrites
+
+def files_of(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_new_run_refuses_a_folder_holding_files_it_did_not_write(tmp_path, capsys):
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / "config.json").write_text('{"mine": 1}')
+    (out / "meta.json").write_text('{"mine": 2}')
+    before = files_of(out)
+    assert main(["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "1", "--out", str(out),
+                 *SMALL]) == 2
+    assert f"error: {out} already holds files this run did not write (config.json, meta.json): choose a new or " \
+           "empty folder, so that nothing in it is overwritten" in capsys.readouterr().err
+    assert files_of(out) == before
+
+
+def test_a_new_run_says_where_it_writes_even_outside_checkpoints(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    assert main(["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "1", "--out", "../../x/y",
+                 *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert f"writing the checkpoint to {tmp_path / 'x' / 'y'}\n" in out
+    assert f"checkpoint saved to {tmp_path / 'x' / 'y'}\n" in out
+    assert ckpt.load_checkpoint(tmp_path / "x" / "y").meta["step"] == 1
+
+
+def test_out_naming_a_file_or_a_name_too_long_is_refused_with_a_message(tmp_path, capsys):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    args = ["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "1", *SMALL]
+    assert main([*args, "--out", str(mine)]) == 2
+    assert f"error: {mine} is a file, not a folder: choose a folder for the checkpoint" in capsys.readouterr().err
+    assert main([*args, "--out", str(mine / "run")]) == 2
+    assert f"error: {mine / 'run'} cannot be a checkpoint folder: it, or a folder above it, is a file" in \
+        capsys.readouterr().err
+    assert mine.read_text() == "mine"
+    assert main([*args, "--out", str(tmp_path / ("n" * 300))]) == 2
+    assert "error: a checkpoint name has at most 64 characters; 'nnnnnnnnnnnnnnnnnnnnnnnn…' has 300" in \
+        capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_full_disk_keeps_the_last_checkpoint_whole_says_so_and_marks_the_run_failed(tmp_path, monkeypatch,
+                                                                                      capsys):
+    import errno
+    import os
+
+    real = ckpt._write_temp
+
+    def weights_fit_once(path, write):  # the first checkpoint (step 0) fits; no weights file fits after it
+        if path.suffix == ".safetensors" and (path.parent / "model.safetensors").exists():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, write)
+
+    monkeypatch.setattr(ckpt, "_write_temp", weights_fit_once)
+    out = tmp_path / "full"
+    code = main(["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "6", "--checkpoint-every", "2",
+                 "--out", str(out), *SMALL])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"error: The disk is full: the run stopped at step 2, whose checkpoint could not be written (the disk is " \
+           f"full: there is no space left to write {out / 'model.safetensors'}). The checkpoint of step 0 is kept " \
+           f"whole in {out}. Free some space, then continue the run." in err
+    assert "Traceback" not in err
+    kept = ckpt.load_checkpoint(out)
+    assert kept.meta["step"] == 0 and kept.meta["history"]["step"] == [0] and kept.meta["status"] == "failed"
+    assert ckpt.stored_message(kept.meta["message"]).key == "train.disk_full"
+    from safetensors import safe_open
+
+    with safe_open(str(out / "optimizer.safetensors"), framework="pt") as f:
+        assert f.metadata()["step"] == "0"  # weights, optimizer and meta.json all from step 0
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "meta.json", "model.safetensors",
+                                                     "optimizer.safetensors"]
+    from gptcore import runs
+
+    [run] = runs.list_runs(tmp_path)
+    assert (run.status, run.step) == ("failed", 0)
+
+
+def test_a_run_whose_loss_explodes_without_nan_is_flagged_as_diverging(tmp_path, capsys):
+    out = tmp_path / "wild"
+    assert main(["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "20", "--lr", "10",
+                 "--eval-every", "10", "--out", str(out), *SMALL]) == 0
+    err = capsys.readouterr().err
+    meta, vocab = ckpt.read_meta(out), ckpt.load_checkpoint(out).tokenizer.vocab_size
+    assert meta["final_val_loss"] > 50 and meta["diverging"] == {"step": 20, "loss": meta["final_val_loss"],
+                                                                 "vocab": vocab}
+    assert err.endswith(f"warning: the run is diverging: its validation loss is {meta['final_val_loss']:,.1f} at "
+                        f"step 20, far above ln V = {math.log(vocab):.2f}, the loss of a uniform guess over its "
+                        f"{vocab} tokens. Try a smaller learning rate, warmup or gradient clipping.\n")
+
+
+def test_an_empty_prompt_is_said_as_such(trained, capsys):
+    assert main(["sample", "--checkpoint", str(trained), "--prompt", ""]) == 2
+    out, err = capsys.readouterr()
+    assert err == "error: the prompt is empty: give --prompt at least one character to continue from\n" and out == ""
+
+
+def test_a_corpus_file_whose_name_is_not_utf8_trains_and_is_listed_escaped(tmp_path, capsys):
+    from gptcore import runs
+
+    corpus = tmp_path / "n\udcffx.txt"  # the file name's bytes: n, 0xff, x
+    corpus.write_text("hello world. " * 300)
+    out = tmp_path / "runs" / "odd"
+    assert main(["train", "--data", str(corpus), "--steps", "1", "--out", str(out), *SMALL]) == 0
+    [run] = runs.list_runs(tmp_path / "runs")
+    assert str(run.corpus) == "file n\\xffx.txt"
+    assert ckpt.read_meta(out)["corpus_source"]["path"] == str(corpus)  # the real name, to load it again

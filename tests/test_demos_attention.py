@@ -122,7 +122,7 @@ def test_attention_parameters_and_compute_do_not_depend_on_the_head_count():
 
 
 def test_head_profiles_name_a_previous_character_head_and_a_word_start_head():
-    text = "ab cd ef"
+    text = "ab\ncd ef"  # a line break and a space open the words; no character repeats
     T = len(text)
     previous = torch.zeros(T, T)
     previous[0, 0] = 1
@@ -140,7 +140,24 @@ def test_head_profiles_name_a_previous_character_head_and_a_word_start_head():
     assert profiles.loc["L0H1", "word_start"] == pytest.approx(1.0)
     assert profiles.loc["L0H1", "role"] == "start of the current word"
     assert math.isnan(profiles.loc["L0H0", "induction"])  # no character repeats
-    assert mh.clearest_layer(profiles.reset_index()) == 0
+    assert mh.varied_layer(profiles.reset_index()) == 0
+    assert mh.clearest_head(profiles.reset_index())["head"] == "L0H0"  # both score 1.0: the first wins
+
+
+def test_varied_layer_prefers_heads_that_divide_the_work_over_one_clear_role():
+    text = "ab\ncd ef"
+    T = len(text)
+    previous = torch.zeros(T, T)
+    previous[0, 0] = 1
+    previous[torch.arange(1, T), torch.arange(T - 1)] = 1
+    first = torch.zeros(T, T)
+    first[:, 0] = 1
+    layer0 = torch.stack([previous, previous])  # one role, twice
+    layer1 = torch.stack([previous, first])  # two roles
+    ids = torch.tensor([ord(c) for c in text])
+    profiles = mh.head_profiles(torch.stack([layer0, layer1]), ids, text)
+    assert [str(r) for r in profiles["role"]] == ["previous character"] * 3 + ["first character"]
+    assert mh.varied_layer(profiles) == 1
 
 
 def test_head_role_falls_back_to_how_far_a_head_reads():

@@ -36,6 +36,7 @@ TUTORIAL_NUMBERS = {
     "recap": [],
     "training": ["810,624"],
     "inspector": [],
+    "trace": [],
 }
 assert sorted(TUTORIAL_NUMBERS) == sorted(PAGE_STEMS)
 

@@ -1,6 +1,8 @@
 """Page 'Residual stream & norms': the live pre/post-norm race as a job, and RMSNorm against LayerNorm."""
+import threading
+
 import pytest
-from page_helpers import chart, frame, metrics, run_page
+from page_helpers import PAGES, chart, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
@@ -75,3 +77,49 @@ def test_stop_button_stops_the_race():
     job.join(60)
     assert job.snapshot().status == "stopped"
     assert job.snapshot().data["steps_done"] < job.snapshot().data["steps_total"]
+
+
+def test_a_stopped_race_has_no_eta_and_says_stopped():
+    at = run_page("residual_norm.py")
+    at.slider(key="norm-steps").set_value(400)
+    at.button(key="norm-start").click().run()
+    job = job_registry().latest(KIND)
+    job.stop()
+    job.join(60)
+    at.run()
+    assert metrics(at)["ETA"] == "—" and metrics(at)["Status"] == "stopped"
+
+
+def test_a_new_race_keeps_the_last_result_on_screen_until_it_has_a_step():
+    at = tiny(run_page("residual_norm.py"))
+    at.button(key="norm-start").click().run()
+    finished = job_registry().latest(KIND)
+    finished.join(120)
+    at.run()
+    drawn = chart(at, "norm-loss")
+    release = threading.Event()
+    waiting = job_registry().start("norm race waiting", KIND, lambda job: release.wait(60) and None)
+    try:
+        at.run()
+        assert any("Showing the previous race" in c.value for c in at.caption)
+        assert chart(at, "norm-loss") == drawn
+        assert metrics(at)["Steps"] == "0 / 0"  # the numbers above the chart are the new race's
+    finally:
+        release.set()
+        waiting.join(10)
+
+
+def test_the_race_reads_in_chinese_from_the_same_job():
+    at = tiny(run_page("residual_norm.py"))
+    at.button(key="norm-start").click().run()
+    job_registry().latest(KIND).join(120)
+    zh = AppTest.from_file(str(PAGES / "residual_norm.py"), default_timeout=60)
+    zh.query_params["lang"] = "zh"
+    zh.run()
+    assert not zh.exception
+    assert metrics(zh)["状态"] == "已完成" and metrics(zh)["预计剩余"] == "完成"
+    assert "**前置归一化，无预热**：已完成" in " ".join(c.value for c in zh.caption)
+    assert {t["name"] for t in chart(zh, "norm-loss") if t.get("showlegend") is not False} == {
+        "前置归一化，无预热", "前置归一化，有预热", "后置归一化，无预热", "后置归一化，有预热"}
+    assert frame(zh, "变体")["变体"].tolist() == ["前置归一化，无预热", "前置归一化，有预热", "后置归一化，无预热",
+                                                "后置归一化，有预热"]

@@ -29,8 +29,10 @@ TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_c
 
 @pytest.fixture(autouse=True)
 def root(tmp_path, monkeypatch):
-    """A private checkpoints folder and an empty job registry for every test."""
+    """A private checkpoints folder (also the data folder server paths may be read from) and an empty job registry
+    for every test."""
     monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setenv("GPTCORE_DATA", str(tmp_path))
     job_registry.clear()
     yield tmp_path
     registry = job_registry()
@@ -317,7 +319,7 @@ def test_tinystories_download_reports_progress_failure_and_success(tmp_path, mon
     def offline(cache_dir, progress):
         calls.append(cache_dir)
         progress(1000, 4000)
-        raise CorpusError("could not download https://example/valid.txt: <urlopen error no network>")
+        raise CorpusError("data.offline_test", "could not download https://example/valid.txt: <urlopen error no network>")
 
     monkeypatch.setattr(sources, "download_tinystories_valid", offline)
     at = page()
@@ -389,3 +391,173 @@ def test_the_parameter_count_is_explained_and_checked_before_start():
     at.run()
     assert any("parameters (" in e.value and "the limit is 100,000,000" in e.value for e in at.error)
     assert at.button(key="tr_start").disabled
+
+
+# ---------------------------------------------------------------- faults: odd names, damaged runs, full disks, paths
+
+INSPECT = str(Path(PAGE).parent / "inspector.py")
+
+
+def make_run(root, name: str, corpus_text: str | None = None, **changes) -> Path:
+    """A tiny finished run in root/name (on a file corpus when corpus_text is given)."""
+    if corpus_text is None:
+        source = CorpusSource("builtin", chars=20_000, seed=0)
+    else:
+        path = root / "n\udcffx.txt"  # a corpus file whose name is not UTF-8 (bytes n, 0xff, x)
+        path.write_text(corpus_text)
+        source = CorpusSource("file", path=str(path), max_chars=None)
+    cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
+    tc = TrainConfig(**{"steps": 5, "batch_size": 4, "threads": 1, "eval_every": 5, **changes})
+    runs.RunTrainer(cfg, tc, source.load(), source, root / name).run()
+    return root / name
+
+
+def test_names_that_are_not_utf8_show_escaped_and_the_runs_can_be_inspected_and_deleted(root):
+    import json
+
+    make_run(root, "bad\udcffname")
+    make_run(root, "plain", corpus_text="Once upon a time there was a cat. " * 100)
+    meta = json.loads((root / "plain" / "meta.json").read_text())
+    (root / "plain" / "meta.json").write_text(json.dumps({**meta, "final_val_loss": "bad"}))
+    at = page()
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("run")
+    assert set(table.index) == {"bad\\xffname", "plain"}
+    assert table.loc["plain", "corpus"] == "file n\\xffx.txt" and table.loc["plain", "status"] == "damaged"
+    assert at.selectbox(key="tr_manage").options == ["plain", "bad\\xffname"] or \
+        set(at.selectbox(key="tr_manage").options) == {"plain", "bad\\xffname"}
+    at.selectbox(key="tr_manage").set_value("plain").run()
+    assert "Its meta.json is damaged: final_val_loss could not be used and are left out." in texts(at.warning)
+
+    inspect = AppTest.from_file(INSPECT, default_timeout=60).run()  # both checkpoints open on the Inspect page
+    assert not inspect.exception and not inspect.error
+    for name in ("plain", "bad\\xffname"):
+        inspect.selectbox(key="inspect-checkpoint").set_value(name).run()
+        assert not inspect.exception and not inspect.error, name
+
+    at.selectbox(key="tr_manage").set_value("bad\\xffname").run()
+    at.checkbox(key="tr_delete_sure").check().run()
+    at.button(key="tr_delete").click().run()
+    assert not at.exception and not at.error
+    assert sorted(p.name for p in root.iterdir()) == ["n\udcffx.txt", "plain"]
+
+
+def test_a_server_path_outside_the_allowed_folders_is_refused_and_said(root, tmp_path_factory, monkeypatch):
+    outside = tmp_path_factory.mktemp("elsewhere") / "secret.txt"
+    outside.write_text("the password is swordfish. " * 100)
+    link = root / "innocent.txt"
+    link.symlink_to(outside)  # a link inside the data folder counts where it leads
+    at = page()
+    at.radio(key="tr_source").set_value("file").run()
+    assert f"data folder ({root}; set GPTCORE_DATA to choose another)" in " ".join(texts(at.caption))
+    for path in (outside, link, "/etc/hostname"):
+        at.text_input(key="tr_path").set_value(str(path)).run()
+        [error] = texts(at.error)
+        assert error.startswith(f"{path} is outside the folders this app reads files from (") and \
+            error.endswith("): copy it into one of them, or upload it")
+        assert at.button(key="tr_start").disabled
+    inside = root / "stories.txt"
+    inside.write_text("Once upon a time there was a cat. " * 100)
+    at.text_input(key="tr_path").set_value(str(inside)).run()
+    assert not at.error and not at.button(key="tr_start").disabled
+
+
+# (steps 0 is a run of one step, step 0: range(0 + 1) in the tutorial's loop)
+@pytest.mark.parametrize("key, value, label", [("tr_t_lr", 1_000_000.0, "Learning rate"), ("tr_t_steps", -5, "Last step"),
+                                               ("tr_t_batch_size", 0, "Batch size"),
+                                               ("tr_m_context", 100_000, "Context (characters)")])
+def test_start_is_off_while_a_field_is_out_of_range(key, value, label):
+    at = page()
+    at.number_input(key=key).set_value(value).run()
+    assert at.button(key="tr_start").disabled
+    [start_off] = [w for w in texts(at.warning) if w.startswith("**Start is off.**")]
+    assert f"**{label}**" in start_off or "Model: fix the fields marked in red." in start_off
+    assert any(f"got {value:g}" in e or f"got {value}" in e for e in texts(at.error))
+
+
+def test_a_run_trains_with_exactly_what_the_form_shows(root):
+    at = page(tr_t_lr=1_000_000.0)
+    assert at.button(key="tr_start").disabled
+    at = start(at.number_input(key="tr_t_lr").set_value(0.0123).run(), "exact")
+    finish("exact")
+    assert job_registry().get("exact").snapshot().data["train"]["lr"] == 0.0123
+    assert ckpt.read_meta(root / "exact")["train_config"]["lr"] == 0.0123
+
+
+def test_a_run_whose_loss_explodes_is_flagged_as_diverging_in_the_app(root):
+    at = start(page(tr_t_lr=10.0, tr_t_eval_every=5), "wild")
+    finish("wild")
+    at.run()
+    assert any(w.startswith("the run is diverging: its validation loss is ") for w in texts(at.warning))
+    assert at.dataframe[0].value.loc[0, "status"] == "finished · diverging"
+
+
+def test_a_full_disk_fails_the_run_with_a_message_and_keeps_its_last_checkpoint(root, monkeypatch):
+    import errno
+    import os
+
+    real = ckpt._write_temp
+
+    def weights_fit_once(path, write):
+        if path.suffix == ".safetensors" and (path.parent / "model.safetensors").exists():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, write)
+
+    monkeypatch.setattr(ckpt, "_write_temp", weights_fit_once)
+    at = start(page(tr_t_checkpoint_every=5, tr_t_snapshot_every=0), "full")
+    finish("full")
+    at.run()
+    [error] = texts(at.error)
+    assert error.startswith("The disk is full: the run stopped at step 5, whose checkpoint could not be written")
+    assert f"The checkpoint of step 0 is kept whole in {root / 'full'}." in error and "Traceback" not in error
+    assert at.dataframe[0].value.loc[0, "status"] == "failed"
+    assert ckpt.load_checkpoint(root / "full").meta["step"] == 0
+    at.selectbox(key="tr_manage").set_value("full").run()
+    assert any(w.startswith("The disk is full: the run stopped at step 5") for w in texts(at.warning))
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("Once upon a time, Lucy had a cat and a dog. They played in the park all day long until the sun set!!",
+     "corpus has 100 usable characters; context 16 needs at least 180 so that the 10% validation split still holds "
+     "one window of 17 characters"),
+    ("a", "the corpus uses a single character ('a'): there is nothing to predict"),
+])
+def test_a_corpus_too_short_is_reported_as_soon_as_it_is_chosen(root, content, problem):
+    assert len(content) in (100, 1)
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("short.txt", content.encode(), "text/plain")
+    at.run()
+    assert texts(at.error) == [problem] and at.button(key="tr_start").disabled
+    (root / "short.txt").write_text(content)
+    at.radio(key="tr_source").set_value("file").run()
+    at.text_input(key="tr_path").set_value(str(root / "short.txt")).run()
+    assert texts(at.error) == [problem] and at.button(key="tr_start").disabled
+
+
+def test_a_failed_continue_says_why_only_under_its_own_run(root):
+    data = root / "story.txt"
+    data.write_text("Once upon a time there was a cat. " * 300)
+    for name in ("aaa", "bbb"):
+        source = CorpusSource("file", path=str(data), max_chars=None)
+        cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
+        runs.RunTrainer(cfg, TrainConfig(steps=3, batch_size=4, threads=1), source.load(), source, root / name).run()
+    data.unlink()
+    at = page()
+    first = at.selectbox(key="tr_manage").value
+    at.number_input(key=f"tr_until_{first}").set_value(6).run()
+    at.button(key="tr_continue").click().run()
+    assert texts(at.error) == [f"no such file: {data}"]
+    other = next(o for o in at.selectbox(key="tr_manage").options if o != first)
+    at.selectbox(key="tr_manage").set_value(other).run()
+    assert texts(at.error) == []
+    at.selectbox(key="tr_manage").set_value(first).run()
+    assert texts(at.error) == []  # picking a run again starts afresh
+
+
+def test_the_app_listens_on_localhost_unless_asked_otherwise(monkeypatch):
+    root = Path(__file__).resolve().parent.parent
+    assert tomllib.loads((root / ".streamlit" / "config.toml").read_text())["server"]["address"] == "localhost"
+    monkeypatch.chdir(root)
+    st_config.get_config_options(force_reparse=True)
+    assert st_config.get_option("server.address") == "localhost"

@@ -333,3 +333,72 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
     with pytest.raises(ckpt.CheckpointError, match="a run named 'dead' already exists"):
         runs.new_run_dir("dead", tmp_path)
     assert (dead / "notes.txt").read_text() == "mine"
+
+
+# ---------------------------------------------------------------- names that are not UTF-8, damaged meta.json
+
+def test_a_folder_whose_name_is_not_utf8_is_listed_escaped_and_can_be_renamed_and_deleted(corpus, tmp_path):
+    import pyarrow as pa
+
+    train(corpus, tmp_path / "bad\udcffname", snapshot_every=10)  # os.fsencode gives the bytes b"bad\xffname"
+    [run] = runs.list_runs(tmp_path)
+    assert run.name == "bad\\xffname" and run.path == tmp_path / "bad\udcffname" and run.status == "finished"
+    frame = training.runs_frame([run])
+    pa.Table.from_pandas(frame)  # what st.dataframe sends to the browser: every text must be UTF-8
+    assert frame.loc[0, "run"] == "bad\\xffname"
+    registry = JobRegistry()  # the name its job is listed under is the escaped one, too
+    job = training.start_run(registry, runs.RunTrainer(None, runs.resume_config(run, 25), corpus, SOURCE, run.path,
+                                                       resume_from=run.path))
+    job.join(60)
+    assert job.snapshot().name == "bad\\xffname" and job.snapshot().status == "finished"
+    from gptcore import inspector
+
+    assert [s for s, _ in inspector.training_steps(run.path)] == [0, 10, 20, 25]  # the Inspect page's "Over training"
+    renamed = runs.rename_run(runs.read_run(run.path), "good", tmp_path)
+    assert ckpt.load_checkpoint(renamed).meta["step"] == 25
+    train(corpus, tmp_path / "bad\udcffname")
+    runs.delete_run(runs.read_run(tmp_path / "bad\udcffname"), tmp_path)
+    assert os.listdir(tmp_path) == ["good"]
+
+
+def test_a_meta_json_with_values_of_the_wrong_kind_lists_the_run_as_damaged(corpus, tmp_path):
+    import json
+
+    train(corpus, tmp_path / "hurt")
+    meta = json.loads((tmp_path / "hurt" / "meta.json").read_text())
+    (tmp_path / "hurt" / "meta.json").write_text(json.dumps({**meta, "final_val_loss": "bad", "wall_time": "long"}))
+    [run] = runs.list_runs(tmp_path)
+    assert (run.status, run.step, run.final_val, run.wall_time) == ("damaged", 20, None, 0.0)
+    assert run.damaged == ["final_val_loss", "wall_time"] and run.blocker("continue") is None
+    assert training.runs_frame([run]).loc[0, "status"] == "damaged"
+    (tmp_path / "hurt" / "meta.json").write_text(json.dumps({**meta, "train_config": "x", "history": 1}))
+    run = runs.read_run(tmp_path / "hurt")
+    assert run.status == "damaged"
+    assert run.blocker("continue") == "Its meta.json is damaged (history, train_config), and the run's settings " \
+                                      "and history are kept there."
+
+
+def test_a_diverging_run_is_flagged_in_the_table_and_in_its_job(corpus, tmp_path):
+    state = train(corpus, tmp_path / "wild", lr=10.0, eval_every=5)
+    [run] = runs.list_runs(tmp_path)
+    assert state.status == "finished" and state.data["diverging"] == run.meta["diverging"]
+    assert run.meta["diverging"]["loss"] == run.final_val > 2 * math.log(run.meta["diverging"]["vocab"])
+    assert training.runs_frame([run]).loc[0, "status"] == "finished · diverging"
+    assert str(run.diverging).startswith("the run is diverging: its validation loss is ")
+    assert str(training.diverging_warning(state)) == str(run.diverging)
+    calm = train(corpus, tmp_path / "calm")
+    assert calm.data["diverging"] is None and runs.read_run(tmp_path / "calm").diverging is None
+
+
+def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
+    import gc
+    import weakref
+
+    registry = JobRegistry()
+    trainer = runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "gone")
+    ids = weakref.ref(trainer.train_ids)
+    job = training.start_run(registry, trainer)
+    del trainer
+    job.join(60)
+    gc.collect()
+    assert job.snapshot().status == "finished" and ids() is None  # the registry keeps the job's state only

@@ -13,9 +13,10 @@ import torch
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
 from ..data import builtin_corpus, get_batch
-from ..errors import InputError
+from ..errors import InputError, message
 from ..model import GPT, meta_model
 from ..train import Trainer, estimate_loss
+from .frames import message_frame, messages
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ class ModelShape:
 def parameter_parts(s: ModelShape) -> pd.DataFrame:
     """One row per kind of parameter: the formula with this model's numbers, and the count.
 
-    Rows marked per_block repeat in every block; the 'total' row adds n_layer blocks and the rest once.
+    Rows marked per_block repeat in every block; the 'total' row adds n_layer blocks and the rest once. Part
+    names, and formulas that are words, are Messages: English text that the app can translate.
     """
     d, V, L = s.d_model, s.vocab_size, s.n_layer
     if s.norm == "rms":
@@ -57,29 +59,43 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
         norm_name, norm_size, norm_formula = "LayerNorm", 2 * d, f"2 · {d} (γ, β)"
     ffn_mats = 3 if s.ffn == "swiglu" else 2
     ffn_bias = (ffn_mats - 1) * s.d_ff + d if s.bias else 0
-    rows = [("token embedding", f"{V:,} × {d}", V * d, False)]
+    ffn_formula = f"{ffn_mats} · {d} · {s.d_ff:,}"
+    if s.bias:
+        ffn_formula = message("anatomy.formula.biases", "{matrices} + biases", matrices=ffn_formula)
+    rows = [(message("anatomy.part.embedding", "token embedding"), f"{V:,} × {d}", V * d, False)]
     if s.position == "learned":
-        rows.append(("position embedding", f"{s.context:,} × {d}", s.context * d, False))
+        rows.append((message("anatomy.part.positions", "position embedding"), f"{s.context:,} × {d}", s.context * d,
+                     False))
     rows += [
-        ("attention: qkv + proj", f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""),
+        (message("anatomy.part.attention", "attention: qkv + proj"), f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""),
          4 * d * d + (4 * d if s.bias else 0), True),
-        (f"FFN ({s.ffn})", f"{ffn_mats} · {d} · {s.d_ff:,}" + (" + biases" if s.bias else ""),
-         ffn_mats * d * s.d_ff + ffn_bias, True),
-        (f"two {norm_name}s", f"2 · {norm_formula}", 2 * norm_size, True),
+        (message("anatomy.part.ffn", "FFN ({ffn})", ffn=s.ffn), ffn_formula, ffn_mats * d * s.d_ff + ffn_bias, True),
+        (message("anatomy.part.norms", "two {norm}s", norm=norm_name), f"2 · {norm_formula}", 2 * norm_size, True),
     ]
     block = sum(count for _, _, count, per_block in rows if per_block)
-    rows.append(("one block", "sum of the three above", block, True))
-    rows.append((f"all {L} blocks", f"{L} × {block:,}", L * block, False))
+    rows.append((message("anatomy.part.block", "one block"), message("anatomy.formula.block", "sum of the three above"),
+                 block, True))
+    rows.append((message("anatomy.part.blocks", "all {n} blocks", n=L), f"{L} × {block:,}", L * block, False))
     if s.norm_placement == "pre":
-        rows.append((f"final {norm_name}", norm_formula, norm_size, False))
-    if s.tied_head:
-        rows.append(("output head", "tied to the token embedding", 0, False))
-    else:
-        rows.append(("output head", f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0),
+        rows.append((message("anatomy.part.final_norm", "final {norm}", norm=norm_name), norm_formula, norm_size,
                      False))
+    head = message("anatomy.part.head", "output head")
+    if s.tied_head:
+        rows.append((head, message("anatomy.formula.tied", "tied to the token embedding"), 0, False))
+    else:
+        rows.append((head, f"{d} × {V:,}" + (f" + {V:,}" if s.bias else ""), d * V + (V if s.bias else 0), False))
     summed = [(part, count) for part, _, count, per_block in rows if not per_block and count]  # (a tied head adds 0)
-    rows.append(("total", " + ".join(part for part, _ in summed), sum(count for _, count in summed), False))
-    return pd.DataFrame(rows, columns=["part", "formula", "parameters", "per block"])
+    rows.append((message("anatomy.part.total", "total"), sum_of([part for part, _ in summed]),
+                 sum(count for _, count in summed), False))
+    return message_frame(rows, columns=["part", "formula", "parameters", "per block"])
+
+
+def sum_of(parts: list) -> str:
+    """'a + b + c' as nested Messages, so each name stays translatable."""
+    total = parts[-1]
+    for part in reversed(parts[:-1]):
+        total = message("anatomy.formula.plus", "{a} + {b}", a=part, b=total)
+    return total
 
 
 def default_d_ff(d_model: int, ffn: str) -> int:
@@ -98,7 +114,8 @@ def parameter_shares(parts: pd.DataFrame, n_layer: int) -> pd.DataFrame:
     skip = parts["part"].str.startswith(("one block", "all ", "total"))
     shares = parts.loc[~skip, ["part", "parameters", "per block"]].copy()
     shares.loc[shares["per block"], "parameters"] *= n_layer
-    shares.loc[shares["per block"], "part"] += f" × {n_layer}"
+    shares["part"] = messages((message("anatomy.part.times", "{part} × {n}", part=part, n=n_layer) if repeats else part
+                               for part, repeats in zip(shares["part"], shares["per block"])), shares.index)
     shares["share"] = shares["parameters"] / shares["parameters"].sum()
     return shares.drop(columns="per block").reset_index(drop=True)
 
@@ -140,9 +157,10 @@ def forward_shapes(cfg: GPTConfig, batch: int = 2, T: int = 16, all_blocks: bool
     blocks after the first are folded into one row (they repeat block 0's shapes).
     """
     if not 1 <= T <= cfg.context:
-        raise InputError(f"sequence length must be between 1 and the context ({cfg.context}), got {T}")
+        raise InputError("anatomy.sequence_length", "sequence length must be between 1 and the context ({context}), "
+                         "got {T}", context=cfg.context, T=T)
     model = meta_model(cfg)
-    rows = [{"module": "input token ids", "type": "LongTensor", "output shape": (batch, T), "own parameters": 0}]
+    rows = [{"module": "idx", "type": "LongTensor", "output shape": (batch, T), "own parameters": 0}]
 
     def record(name, module, output):
         rows.append({"module": name, "type": type(module).__name__, "output shape": tuple(output.shape),
@@ -168,28 +186,39 @@ def forward_shapes(cfg: GPTConfig, batch: int = 2, T: int = 16, all_blocks: bool
 
 
 def block_diagram(cfg: GPTConfig) -> dict:
-    """The model as a chain for a diagram: nodes in data-flow order, the residual skips (from, to) as node
-    indices, and which nodes form the block that repeats n_layer times."""
+    """The model as a chain for a diagram: nodes in data-flow order (labels are Messages with <br> line breaks),
+    the residual skips (from, to) as node indices, and which nodes form the block that repeats n_layer times."""
     norm = "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
     kind = {"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"}[cfg.ffn]
-    embed = f"embedding<br>{cfg.vocab_size} × {cfg.d_model}"
+    V, d = cfg.vocab_size, cfg.d_model
     if cfg.position == "learned":
-        embed += f"<br>+ positions<br>{cfg.context} × {cfg.d_model}"
-    attn = f"attention<br>{cfg.n_head} heads × {cfg.d_head}<br>causal" + (", RoPE" if cfg.position == "rope" else "")
-    ffn = f"{kind} FFN<br>{cfg.d_model}→{cfg.d_ff}→{cfg.d_model}"
+        embed = message("anatomy.diagram.embedding_positions", "embedding<br>{V} × {d}<br>+ positions<br>{T} × {d}",
+                        V=V, d=d, T=cfg.context)
+    else:
+        embed = message("anatomy.diagram.embedding", "embedding<br>{V} × {d}", V=V, d=d)
+    if cfg.position == "rope":
+        attn = message("anatomy.diagram.attention_rope", "attention<br>{n} heads × {d_head}<br>causal, RoPE",
+                       n=cfg.n_head, d_head=cfg.d_head)
+    else:
+        attn = message("anatomy.diagram.attention", "attention<br>{n} heads × {d_head}<br>causal", n=cfg.n_head,
+                       d_head=cfg.d_head)
+    ffn = message("anatomy.diagram.ffn", "{kind} FFN<br>{d}→{d_ff}→{d}", kind=kind, d=d, d_ff=cfg.d_ff)
     add = ("+", "add")
     if cfg.norm_placement == "pre":  # norm on the branch; the trunk is embedding → + → + → final norm
         block = [(norm, "norm"), (attn, "attention"), add, (norm, "norm"), (ffn, "ffn"), add]
-        tail = [(f"final<br>{norm}", "norm")]
+        tail = [(message("anatomy.diagram.final_norm", "final<br>{norm}", norm=norm), "norm")]
         residuals = [(1, 4), (4, 7)]
+        block_label = message("anatomy.diagram.block_pre", "block × {n} (pre-norm)", n=cfg.n_layer)
     else:  # norm after each add, on the trunk itself
         block = [(attn, "attention"), add, (norm, "norm"), (ffn, "ffn"), add, (norm, "norm")]
         tail = []
         residuals = [(1, 3), (4, 6)]
-    nodes = ([("token ids<br>(B, T)", "io"), (embed, "embedding")] + block + tail
-             + [(f"head<br>{cfg.d_model} × {cfg.vocab_size}", "embedding"), ("logits<br>(B, T, V)", "io")])
+        block_label = message("anatomy.diagram.block_post", "block × {n} (post-norm)", n=cfg.n_layer)
+    nodes = ([(message("anatomy.diagram.ids", "token ids<br>(B, T)"), "io"), (embed, "embedding")] + block + tail
+             + [(message("anatomy.diagram.head", "head<br>{d} × {V}", d=d, V=V), "embedding"),
+                ("logits<br>(B, T, V)", "io")])
     return {"nodes": [{"label": label, "kind": k} for label, k in nodes], "residuals": residuals,
-            "block": (2, 2 + len(block) - 1), "block_label": f"block × {cfg.n_layer} ({cfg.norm_placement}-norm)"}
+            "block": (2, 2 + len(block) - 1), "block_label": block_label}
 
 
 def view_vs_reshape(batch: int = 1, n_head: int = 4, T: int = 3, d_head: int = 2) -> dict:

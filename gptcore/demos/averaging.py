@@ -82,8 +82,8 @@ def char_vectors(text: str, d: int, seed: int = 0) -> torch.Tensor:
 
 
 def projections(d: int, seed: int = 0, tied: bool = False):
-    """W_Q, W_K, W_V (d, d) scaled so q and k have unit-size entries. tied: W_K = W_Q, so q_i·k_j is
-    largest when x_j looks like x_i — each position searches for earlier copies of itself."""
+    """W_Q, W_K, W_V (d, d) scaled so q and k have unit-size entries. tied: W_K = W_Q, so q_i·k_j = (x_i W)·(x_j W)
+    tends to be largest when x_j looks like x_i (a key with a larger norm can still win)."""
     g = torch.Generator().manual_seed(seed)
     Wq, Wk, Wv = (torch.randn(d, d, generator=g) / d ** 0.5 for _ in range(3))
     return Wq, (Wq if tied else Wk), Wv
@@ -120,7 +120,7 @@ def text_attention(text: str, sharpness: float = 1.0, tied: bool = False, causal
     """(T, T) weights of one attention head reading `text`; sharpness multiplies every score
     (0 gives back the plain causal average). causal=False: softmax over every position."""
     if not text:
-        raise InputError("type at least one character")
+        raise InputError("averaging.empty_text", "type at least one character")
     Wq, Wk, Wv = projections(d, seed, tied)
     attn = attention_module(Wq * sharpness, Wk, Wv, causal=causal)
     return run_attention(attn, char_vectors(text, d, seed))[1][0]
@@ -170,11 +170,12 @@ def leak_job(job) -> None:
             job.append(f"{variant}/step", data["step"])
             job.append(f"{variant}/loss", data["loss"])
             done = [v for v, _ in LEAK_VARIANTS].index(variant) + (data["step"] + 1) / (data["total_steps"] + 1)
-            job.update(progress=done / len(LEAK_VARIANTS), message=f"training '{variant}', step {data['step']}")
+            # the page words the progress line in its reader's language from these two values
+            job.update(progress=done / len(LEAK_VARIANTS), data={"training": variant, "training/step": data["step"]})
         elif kind == "final_eval":
             job.update(data={f"{variant}/val": data["val"]})
         elif kind == "sample":
             job.update(data={f"{variant}/sample": data["text"]})
 
     leak_experiment(text, report, job.control, setup)
-    job.update(progress=1.0, message="done")
+    job.update(progress=1.0)

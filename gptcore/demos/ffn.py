@@ -13,7 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import GPTConfig, swiglu_hidden
+from ..errors import message
 from ..model import FeedForward
+from .frames import message_frame
 
 
 def activation_curves(lo: float = -5.0, hi: float = 5.0, n: int = 201) -> pd.DataFrame:
@@ -83,10 +85,11 @@ def ffn_budget(d_model: int, multiple: int = 8) -> pd.DataFrame:
     Formula and a count from the real module side by side: 2·d·4d = 8d² for the MLP, 3·d·d_ff for SwiGLU.
     """
     d_ff = swiglu_hidden(d_model, multiple)
-    variants = [("ReLU/GELU MLP, d_ff = 4·d", 4 * d_model, "gelu", 2),
-                (f"SwiGLU, d_ff = 8/3·d → multiple of {multiple}", d_ff, "swiglu", 3),
-                ("SwiGLU, d_ff = 4·d (no shrink)", 4 * d_model, "swiglu", 3)]
-    table = pd.DataFrame([{"FFN": name, "d_ff": width, "matrices": mats, "formula": mats * d_model * width,
+    variants = [(message("ffn.mlp", "ReLU/GELU MLP, d_ff = 4·d"), 4 * d_model, "gelu", 2),
+                (message("ffn.swiglu", "SwiGLU, d_ff = 8/3·d → multiple of {multiple}", multiple=multiple), d_ff,
+                 "swiglu", 3),
+                (message("ffn.swiglu_wide", "SwiGLU, d_ff = 4·d (no shrink)"), 4 * d_model, "swiglu", 3)]
+    table = message_frame([{"FFN": name, "d_ff": width, "matrices": mats, "formula": mats * d_model * width,
                            "counted in FeedForward": count_feedforward(d_model, width, kind)}
                           for name, width, kind, mats in variants])
     table["÷ 8d²"] = table["formula"] / (8 * d_model ** 2)

@@ -9,39 +9,24 @@ import torch
 
 from ..config import GPTConfig
 from ..data import CharTokenizer
-from ..errors import InputError
+from ..errors import InputError, message
 from ..inspector import MODEL_LOCK
 from ..model import GPT, RMSNorm
 from .anatomy import ModelShape, parameter_parts, total_parameters
+from .frames import message_frame
 
+OURS = "this app's GPT"
 PUBLISHED = {
     "GPT-3 175B": ModelShape(vocab_size=50257, d_model=12288, n_layer=96, n_head=96, d_ff=4 * 12288, context=2048,
                              ffn="gelu", norm="layer", position="learned", bias=True, tied_head=True),
     "LLaMA-2-7B": ModelShape(vocab_size=32000, d_model=4096, n_layer=32, n_head=32, d_ff=11008, context=4096),
-    "this app's GPT": ModelShape.from_config(GPTConfig()),
+    OURS: ModelShape.from_config(GPTConfig()),
 }
 
 
-def consensus_table() -> pd.DataFrame:
-    """The choices public configs share, and the reason for each."""
-    return pd.DataFrame([
-        ("d_ff / d_model", "4 with ReLU/GELU; 8/3 with a gated FFN (SwiGLU)",
-         "A gated FFN carries three weight matrices instead of two; at 8/3·d wide it costs what a plain 4·d "
-         "MLP costs (worked out on the FFN page)."),
-        ("n_head × d_head", "= d_model, with d_head mostly 64 or 128",
-         "More heads re-partition the same q/k/v projections instead of enlarging them, so cost stays flat; "
-         "64 to 128 channels leave each head enough room for a pattern of its own."),
-        ("d_model / n_layer", "roughly 100 to 200",
-         "Each layer waits for the one below it, so very deep stacks parallelise badly, and very wide shallow "
-         "ones get less out of every parameter. Scaling-law fits find the loss nearly flat across a broad "
-         "band of aspect ratios, so the exact choice matters little."),
-        ("vocabulary", "30k–50k for one language, 100k–250k multilingual",
-         "Bigger vocabularies pack more text into each token (shorter sequences, cheaper attention) but "
-         "enlarge the embedding and output matrices and leave rare tokens few examples to learn from."),
-        ("dropout / weight decay", "no dropout in pretraining; weight decay about 0.1",
-         "A single pass over a huge corpus leaves little to memorise, so dropout would only slow learning. "
-         "Decay near 0.1 acts mostly in concert with the learning-rate schedule and pays off late in a run."),
-    ], columns=["hyperparameter", "usual choice", "why"])
+def model_name(name: str) -> str:
+    """A model's name for a person: published models go by their names, this app's model is described."""
+    return message("hyperparams.ours", "this app's GPT") if name == OURS else name
 
 
 def shape_ratios(s: ModelShape) -> dict:
@@ -51,8 +36,9 @@ def shape_ratios(s: ModelShape) -> dict:
 
 
 def published_table() -> pd.DataFrame:
-    rows = [{"model": name, **shape_ratios(s), "parameters": total_parameters(s)} for name, s in PUBLISHED.items()]
-    return pd.DataFrame(rows)
+    rows = [{"model": model_name(name), **shape_ratios(s), "parameters": total_parameters(s)}
+            for name, s in PUBLISHED.items()]
+    return message_frame(rows)
 
 
 def consensus_check(s: ModelShape) -> pd.DataFrame:
@@ -60,12 +46,16 @@ def consensus_check(s: ModelShape) -> pd.DataFrame:
     r = shape_ratios(s)
     glu = s.ffn == "swiglu"
     target = 8 / 3 if glu else 4.0
-    return pd.DataFrame([
-        ("n_head × d_head = d_model", f"{s.n_head} × {r['d_head']:g}", s.d_model % s.n_head == 0),
-        ("d_head is 64 or 128", f"{r['d_head']:g}", r["d_head"] in (64, 128)),
-        ("d_model / n_layer in 100–200", f"{r['d_model / n_layer']:.1f}", 100 <= r["d_model / n_layer"] <= 200),
-        (f"d_ff / d_model ≈ {target:.3g} ({'gated' if glu else 'plain'} FFN)", f"{r['d_ff / d_model']:.3f}",
-         abs(r["d_ff / d_model"] - target) / target < 0.05),
+    ffn_rule = (message("hyperparams.rule.gated", "d_ff / d_model ≈ {target} (gated FFN)", target=f"{target:.3g}")
+                if glu else message("hyperparams.rule.plain", "d_ff / d_model ≈ {target} (plain FFN)",
+                                    target=f"{target:.3g}"))
+    return message_frame([
+        (message("hyperparams.rule.heads", "n_head × d_head = d_model"), f"{s.n_head} × {r['d_head']:g}",
+         s.d_model % s.n_head == 0),
+        (message("hyperparams.rule.d_head", "d_head is 64 or 128"), f"{r['d_head']:g}", r["d_head"] in (64, 128)),
+        (message("hyperparams.rule.aspect", "d_model / n_layer in 100–200"), f"{r['d_model / n_layer']:.1f}",
+         100 <= r["d_model / n_layer"] <= 200),
+        (ffn_rule, f"{r['d_ff / d_model']:.3f}", abs(r["d_ff / d_model"] - target) / target < 0.05),
     ], columns=["rule", "value", "usual?"])
 
 
@@ -107,8 +97,8 @@ def flops_vs_context(s: ModelShape, contexts) -> pd.DataFrame:
 # bytes per parameter: (weights, gradients, AdamW m and v, fp32 master weights)
 PRECISIONS = {
     "fp32": (4, 4, 8, 0),
-    "bf16 mixed": (2, 2, 8, 4),  # bf16 compute copy, fp32 master weights and moments
-    "pure bf16": (2, 2, 4, 0),
+    message("hyperparams.bf16_mixed", "bf16 mixed"): (2, 2, 8, 4),  # bf16 compute copy, fp32 master weights and moments
+    message("hyperparams.pure_bf16", "pure bf16"): (2, 2, 4, 0),
 }
 
 
@@ -124,7 +114,7 @@ def memory_table(n_params: int) -> pd.DataFrame:
                      "AdamW m + v": adam * n_params / 1e9, "master weights": master * n_params / 1e9,
                      "training total": (w + g + adam + master) * n_params / 1e9,
                      "bytes / param": w + g + adam + master})
-    return pd.DataFrame(rows)
+    return message_frame(rows)
 
 
 def human_count(n: float) -> str:
@@ -160,6 +150,13 @@ def attention_sample(n_keys: int = 16, d: int = 64, seed: int = 0) -> tuple[torc
     return torch.randn(d, generator=g), torch.randn(n_keys, d, generator=g)
 
 
+NO_PATCH = message("hyperparams.no_patch", "no patch")
+
+
+def soft_cap_name(cap: float) -> str:
+    return message("hyperparams.soft_cap", "soft-cap {cap:g}", cap=cap)
+
+
 def entropy(p: torch.Tensor) -> float:
     return float(-(p * p.clamp_min(1e-30).log()).sum())
 
@@ -176,8 +173,8 @@ def patched_logits(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float) -
     grow = math.sqrt(scale)
     raw = (grow * k) @ (grow * q) / math.sqrt(d)
     norm = RMSNorm(d)
-    return {"no patch": raw, "QK-norm": norm(grow * k) @ norm(grow * q) / math.sqrt(d),
-            f"soft-cap {cap:g}": cap * torch.tanh(raw / cap)}
+    return {NO_PATCH: raw, "QK-norm": norm(grow * k) @ norm(grow * q) / math.sqrt(d),
+            soft_cap_name(cap): cap * torch.tanh(raw / cap)}
 
 
 def stability_table(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
@@ -188,7 +185,7 @@ def stability_table(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
         p = logits.softmax(-1)
         rows.append({"patch": name, "largest logit": logits.max().item(), "max prob": p.max().item(),
                      "entropy (nats)": entropy(p)})
-    return pd.DataFrame(rows)
+    return message_frame(rows)
 
 
 def stability_curves(scales, cap: float, seed: int = 0) -> pd.DataFrame:
@@ -200,7 +197,9 @@ def stability_curves(scales, cap: float, seed: int = 0) -> pd.DataFrame:
 def patched_probabilities(scale: float, cap: float, seed: int = 0) -> pd.DataFrame:
     """softmax of each patch's logits, one column per patch, one row per key."""
     q, k = attention_sample(seed=seed)
-    return pd.DataFrame({name: logits.softmax(-1).numpy() for name, logits in patched_logits(q, k, scale, cap).items()})
+    patched = patched_logits(q, k, scale, cap)
+    return pd.DataFrame(torch.stack([logits.softmax(-1) for logits in patched.values()], 1).numpy(),
+                        columns=pd.Index(list(patched), dtype=object))  # the patch names stay Messages
 
 
 # --- z-loss on the output layer --------------------------------------------------------------------------
@@ -208,12 +207,19 @@ def patched_probabilities(scale: float, cap: float, seed: int = 0) -> pd.DataFra
 Z_LOSS_WEIGHT = 1e-4  # PaLM's coefficient
 
 
+def split_target(tokenizer: CharTokenizer, text: str) -> tuple[str, int]:
+    """A text's last character as the target, and the characters before it as what the model reads."""
+    if len(text) < 2 or text[-1] not in tokenizer.stoi:
+        raise InputError("hyperparams.z_text", "give at least two characters and end with one the model knows")
+    return text[:-1], tokenizer.stoi[text[-1]]
+
+
 @torch.no_grad()
 def next_char_logits(model: GPT, tokenizer: CharTokenizer, prefix: str) -> torch.Tensor:
     """The output layer's logits (vocab,) for the character after `prefix` (its last `context` characters)."""
     ids = tokenizer.encode(prefix)[-model.cfg.context:]
     if not ids:
-        raise InputError("the text has no character the model knows")
+        raise InputError("hyperparams.unknown_text", "the text has no character the model knows")
     with MODEL_LOCK:  # the model may be shared with a session that has hooks on it
         logits, _ = model(torch.tensor(ids)[None])
     return logits[0, -1].float()

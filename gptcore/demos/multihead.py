@@ -6,7 +6,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..config import GPTConfig
-from ..errors import InputError
+from ..errors import InputError, Message, message
 from ..inspector import head_scores
 from ..model import Attention, rope_tables
 from .averaging import attention_module, run_attention
@@ -46,23 +46,29 @@ def tutorial_inputs(T: int = 5, d: int = 8, seed: int = 0):
 
 
 def parse_permutation(text: str, T: int) -> list[int]:
-    """'4, 2, 0, 1, 3' -> [4, 2, 0, 1, 3]; ValueError with a readable message unless it reorders 0..T-1."""
+    """'4, 2, 0, 1, 3' -> [4, 2, 0, 1, 3]; an InputError that says what is wrong unless it reorders 0..T-1."""
     parts = text.replace(",", " ").split()
+    last = T - 1
     if not parts:
-        raise InputError(f"enter an order of the positions 0 to {T - 1}, e.g. {' '.join(map(str, range(T)[::-1]))}")
+        raise InputError("multihead.perm_empty", "enter an order of the positions 0 to {last}, e.g. {example}",
+                         last=last, example=" ".join(map(str, range(T)[::-1])))
     try:
         perm = [int(p) for p in parts]
     except ValueError:
         bad = next(p for p in parts if not p.lstrip("-").isdigit())
-        raise InputError(f"'{bad}' is not a whole number; use the positions 0 to {T - 1}") from None
+        raise InputError("multihead.perm_not_number", "'{bad}' is not a whole number; use the positions 0 to {last}",
+                         bad=bad, last=last) from None
     if len(perm) != T:
-        raise InputError(f"the sequence has {T} positions, so give {T} numbers (got {len(perm)})")
+        raise InputError("multihead.perm_count", "the sequence has {T} positions, so give {T} numbers (got {n})",
+                         T=T, n=len(perm))
     outside = [p for p in perm if not 0 <= p < T]
     if outside:
-        raise InputError(f"positions run from 0 to {T - 1}; {outside[0]} is out of range")
+        raise InputError("multihead.perm_range", "positions run from 0 to {last}; {bad} is out of range",
+                         last=last, bad=outside[0])
     if sorted(perm) != list(range(T)):
         missing = sorted(set(range(T)) - set(perm))
-        raise InputError(f"use each of 0 to {T - 1} exactly once (missing: {', '.join(map(str, missing))})")
+        raise InputError("multihead.perm_repeat", "use each of 0 to {last} exactly once (missing: {missing})",
+                         last=last, missing=", ".join(map(str, missing)))
     return perm
 
 
@@ -76,8 +82,12 @@ def model_attention(n_head: int = 1, causal: bool = False, use_rope: bool = Fals
     return x, lambda inputs: run_attention(attn, inputs, rope)
 
 
-VARIANTS = {"no mask, no positions (the tutorial's attn)": (False, False), "with the causal mask": (True, False),
-            "with RoPE": (False, True), "with the mask and RoPE": (True, True)}
+# name -> (causal mask, RoPE); "plain" is the tutorial's attn: no mask, no positions
+VARIANTS = {"plain": (False, False), "causal": (True, False), "rope": (False, True), "causal_rope": (True, True)}
+VARIANT_NAMES = {"plain": message("multihead.variant.plain", "no mask, no positions (the tutorial's attn)"),
+                 "causal": message("multihead.variant.causal", "with the causal mask"),
+                 "rope": message("multihead.variant.rope", "with RoPE"),
+                 "causal_rope": message("multihead.variant.causal_rope", "with the mask and RoPE")}
 
 
 def permutation_check(perm: list[int], n_head: int = 1, causal: bool = False, use_rope: bool = False,
@@ -92,11 +102,11 @@ def permutation_check(perm: list[int], n_head: int = 1, causal: bool = False, us
 
 
 def permutation_table(perm: list[int], n_head: int = 1, seed: int = 0) -> pd.DataFrame:
-    rows = []
-    for name, (causal, use_rope) in VARIANTS.items():
-        check = permutation_check(perm, n_head, causal, use_rope, seed)
-        rows.append({"attention": name, "allclose": check["equal"], "max |difference|": check["max |difference|"]})
-    return pd.DataFrame(rows)
+    checks = [permutation_check(perm, n_head, causal, use_rope, seed) for causal, use_rope in VARIANTS.values()]
+    names = pd.Series([VARIANT_NAMES[v] for v in VARIANTS], dtype=object)  # object: the Messages keep their keys
+    return pd.DataFrame({"attention": names,
+                         "allclose": [c["equal"] for c in checks],
+                         "max |difference|": [c["max |difference|"] for c in checks]})
 
 
 def head_patterns(n_head: int, causal: bool = True, use_rope: bool = False, seed: int = 0) -> torch.Tensor:
@@ -107,18 +117,20 @@ def head_patterns(n_head: int, causal: bool = True, use_rope: bool = False, seed
 
 # --- trained heads ---------------------------------------------------------------------------------------
 
-ROLE_SCORES = {"previous_token": "previous character", "word_start": "start of the current word",
-               "first_token": "first character", "induction": "induction (what followed this character last time)"}
+ROLE_SCORES = {"previous_token": message("multihead.role.previous_token", "previous character"),
+               "word_start": message("multihead.role.word_start", "start of the current word"),
+               "first_token": message("multihead.role.first_token", "first character"),
+               "induction": message("multihead.role.induction", "induction (what followed this character last time)")}
 CLEAR_ROLE = 0.3  # a score below this is no role: uniform attention over 50 keys scores 0.02
 
 
 def head_profiles(patterns: torch.Tensor, ids: torch.Tensor, text: str) -> pd.DataFrame:
     """One row per head of a trained model on one text: the Inspect page's role scores, the weight on the space
     that opened the current word, how far back the head reads on average (in characters), how spread its
-    weights are (entropy, nats), and a one-phrase role.
+    weights are (entropy, nats), and a one-phrase role (a Message).
 
     Averages run over the queries 1..T-1 (query 0 can only see itself); word_start over the queries that have
-    a space (or line break) before them.
+    a space (or line break) at or before them.
     """
     table = head_scores(patterns, ids)
     p = patterns.double()
@@ -128,17 +140,19 @@ def head_profiles(patterns: torch.Tensor, ids: torch.Tensor, text: str) -> pd.Da
     back = (pos[:, None] - pos[None, :]).clamp_min(0).double()
     table["mean reach"] = (p * back).sum(-1)[..., 1:].mean(-1).flatten().numpy()
     table["entropy"] = (-(p * p.clamp_min(1e-30).log()).sum(-1))[..., 1:].mean(-1).flatten().numpy()
-    table["role"] = [head_role(row) for row in table.to_dict("records")]
+    # object dtype: pandas would otherwise store the Messages as plain strings and lose their keys
+    table["role"] = pd.Series([head_role(row) for row in table.to_dict("records")], index=table.index, dtype=object)
     return table
 
 
 def word_start_scores(p: torch.Tensor, is_space: list[bool]) -> torch.Tensor:
-    """(L, H) mean weight on the latest space strictly before each query; NaN when no query has one."""
+    """(L, H) mean weight on the space that opened each query's word: the latest space at or before it (a space
+    opens the word after it, so a space's own is itself); NaN when no query has one."""
     latest, last_space = [], -1
     for i, space in enumerate(is_space):
-        latest.append(last_space)
         if space:
             last_space = i
+        latest.append(last_space)
     queries = [i for i in range(1, len(is_space)) if latest[i] >= 0]
     if not queries:
         return torch.full(p.shape[:2], float("nan"), dtype=p.dtype)
@@ -146,17 +160,28 @@ def word_start_scores(p: torch.Tensor, is_space: list[bool]) -> torch.Tensor:
     return p[..., q, torch.tensor([latest[i] for i in queries])].mean(-1)
 
 
-def head_role(row: dict) -> str:
+def head_role(row: dict) -> Message:
     """The strongest named score when it is clear, else where the head's weight goes on average."""
     scores = {name: row[name] for name in ROLE_SCORES if row[name] == row[name]}  # NaN: no repeat in the text
     best = max(scores, key=scores.get, default=None)
     if best is not None and scores[best] >= CLEAR_ROLE:
         return ROLE_SCORES[best]
-    return f"spread out, about {row['mean reach']:.0f} characters back" if row["mean reach"] >= 4 else \
-        "local, the last few characters"
+    if row["mean reach"] >= 4:
+        return message("multihead.role.spread", "spread out, about {n:.0f} characters back", n=row["mean reach"])
+    return message("multihead.role.local", "local, the last few characters")
 
 
-def clearest_layer(profiles: pd.DataFrame) -> int:
-    """The layer holding the head with the highest named score: a good first layer to look at."""
+def clearest_head(profiles: pd.DataFrame) -> pd.Series | None:
+    """The row of the head with the highest named score, or None when no head reaches CLEAR_ROLE."""
     best = profiles[list(ROLE_SCORES)].max(axis=1).fillna(0)
-    return int(profiles.loc[best.idxmax(), "layer"])
+    return profiles.loc[best.idxmax()] if best.max() >= CLEAR_ROLE else None
+
+
+def varied_layer(profiles: pd.DataFrame) -> int:
+    """The layer whose heads play the most different roles (ties: the highest named score): the layer that
+    shows best how the heads of one layer divide the work."""
+    kinds = profiles["role"].map(lambda role: role.key.replace("multihead.role.", ""))
+    best = profiles[list(ROLE_SCORES)].max(axis=1).fillna(0)
+    layers = pd.DataFrame({"layer": profiles["layer"], "kind": kinds, "best": best}).groupby("layer")
+    ranked = pd.DataFrame({"kinds": layers["kind"].nunique(), "best": layers["best"].max()})
+    return int(ranked.sort_values(["kinds", "best"], ascending=False).index[0])

@@ -141,12 +141,13 @@ def run_norm_race(job, race: NormRace) -> str | None:
     job.data gets rows appended as training goes: 'loss' (variant, step, loss), 'grads' and 'resid'
     (variant, step, layer, norm) every probe_every steps, taken before that step's update (so step 0 is the
     initialisation, the same for every warmup), 'val' (variant, validation loss at the last step) and 'timing'
-    (variant, seconds per step) as each variant ends; 'runs' maps each variant to its outcome.
+    (variant, seconds per step) as each variant ends; 'runs' maps each variant to its state (waiting, training,
+    finished, stopped or diverged) and 'diverged' a diverged variant to the Message that says why.
     """
     text = builtin_corpus(race.corpus_chars, race.seed).text
     job.update(data={"runs": {v.label: "waiting" for v in race.variants}, "steps_done": 0,
                      "steps_total": race.total_steps, "tokens_per_s": 0.0, "eta_s": None})
-    t0, done, runs = time.perf_counter(), 0, {}
+    t0, done, runs, diverged = time.perf_counter(), 0, {}, {}
     for variant in race.variants:
         if job.control.stop.is_set():
             break
@@ -185,7 +186,9 @@ def run_norm_race(job, race: NormRace) -> str | None:
             status = trainer.run(on_event=on_event, control=job.control, after_backward=after_backward)
             runs[variant.label] = status
         except Diverged as e:
-            runs[variant.label] = f"diverged: {e}".split(";")[0]
+            runs[variant.label] = "diverged"
+            diverged[variant.label] = e.message
+            job.update(data={"diverged": dict(diverged)})
             done += race.steps - trainer.step  # its remaining steps will never run
         # wall time per step, probes included (the same probes for every variant)
         job.append("timing", (variant.label, (time.perf_counter() - started) / max(1, trainer.step + 1)))

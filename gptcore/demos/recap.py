@@ -4,8 +4,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..config import GPTConfig
+from ..errors import message
 from .anatomy import ModelShape, total_parameters
-from .hyperparams import PUBLISHED
+from .frames import message_frame
+from .hyperparams import OURS, PUBLISHED, model_name
 
 GPT2 = dict(vocab_size=50257, context=1024, ffn="gelu", norm="layer", position="learned", bias=True, tied_head=True)
 SHAPES = {
@@ -21,9 +23,10 @@ def scale_table(cfg: GPTConfig) -> pd.DataFrame:
     ours = ModelShape.from_config(cfg)
     base = total_parameters(ours)
     rows = []
-    for name, s in {"this app's GPT": ours, **SHAPES}.items():
+    for name, s in {OURS: ours, **SHAPES}.items():
         n = total_parameters(s)
-        rows.append({"model": name, "tokens": TOKENS.get(name, "characters"), "vocabulary": s.vocab_size,
+        tokens = TOKENS.get(name) or message("recap.characters", "characters")
+        rows.append({"model": model_name(name), "tokens": tokens, "vocabulary": s.vocab_size,
                      "d_model": s.d_model, "n_layer": s.n_layer, "n_head": s.n_head, "context": s.context,
                      "parameters": n, "× this model": n / base})
-    return pd.DataFrame(rows)
+    return message_frame(rows)
