@@ -9,6 +9,7 @@
     python -m bench.corpus             the built-in story generator
     python -m bench.memmap             peak memory of training from a memory-mapped token file, against its size
     python -m bench.training_latency   click-to-update latency of the Train page during a run (Playwright)
+    python -m bench.trace              the Trace page: a step click, the ablation sweep, head × position patching
 
 `python -m gptcore bench NAME [flags]` runs the same (NAME as above, with - for _; step when omitted).
 See bench/README.md for the figures.
@@ -18,7 +19,7 @@ import importlib
 import gptcore  # noqa: F401  (before any benchmark loads torch: it sets OMP_WAIT_POLICY)
 
 NAMES = ("step", "inference", "time-to-loss", "muon", "thread-policy", "inspector", "corpus", "training-latency",
-         "memmap")
+         "memmap", "trace")
 
 
 def main(argv: list[str]) -> int:

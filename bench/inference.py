@@ -13,6 +13,7 @@ import sys
 import torch
 
 from gptcore.config import GPTConfig
+from gptcore.device import DEVICES, describe, resolve, synchronize
 from gptcore.train import build_model, estimate_loss, evaluate
 
 from .common import add_model_arguments, interleave, load_summary, median, thread_summary, time_calls
@@ -20,20 +21,23 @@ from .step import gptcore_step_fn, random_batches, tutorial_sized
 
 
 def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int,
-                   batch_size: int = 32) -> dict[str, float]:
+                   batch_size: int = 32, device: torch.device = torch.device("cpu")) -> dict[str, float]:
     """Inspector forward at a full context, generation with/without the KV cache, and the two val estimates."""
     model, gen = build_model(cfg, seed=0)
-    model.eval()
-    window = torch.randint(cfg.vocab_size, (1, cfg.context), generator=gen)
+    model.to(device).eval()
+    window = torch.randint(cfg.vocab_size, (1, cfg.context), generator=gen).to(device)
     prompt = window[:, :1]
     val_ids = torch.randint(cfg.vocab_size, (val_chars,), generator=gen)
 
     def generate(use_cache):
-        return lambda: list(model.stream(prompt, gen_chars, generator=torch.Generator().manual_seed(0),
+        return lambda: list(model.stream(prompt, gen_chars, generator=torch.Generator(device).manual_seed(0),
                                          use_cache=use_cache))
+
+    def synced(fn):  # a GPU queues work: wait for it, so the clock measures it
+        return lambda: (fn(), synchronize(device))
     return {
-        "inspector": time_calls(lambda: model.run_with_cache(window), repeats),
-        "forward": time_calls(lambda: model(window), repeats),
+        "inspector": time_calls(synced(lambda: model.run_with_cache(window)), repeats),
+        "forward": time_calls(synced(lambda: model(window)), repeats),
         "generate_cached": time_calls(generate(True), max(1, repeats // 4)),
         "generate_uncached": time_calls(generate(False), max(1, repeats // 4)),
         "estimate_loss": time_calls(lambda: estimate_loss(model, val_ids, batch_size, 10, gen), max(1, repeats // 4)),
@@ -48,16 +52,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gen-chars", type=int, default=400, help="characters per generation run")
     parser.add_argument("--val-chars", type=int, default=100_000, help="size of the val split to evaluate")
     parser.add_argument("--repeats", type=int, default=20, help="repeats of each timing")
+    parser.add_argument("--device", default="cpu", choices=DEVICES,
+                        help="where the model runs (the training step it is compared with stays on the CPU)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg, tc = tutorial_sized(args)
     print(f"{thread_summary()}\n{load_summary()}")
-    t = time_inference(cfg, args.gen_chars, args.val_chars, args.repeats, tc.batch_size)
+    device = resolve(args.device)
+    t = time_inference(cfg, args.gen_chars, args.val_chars, args.repeats, tc.batch_size, device)
     model, gen = build_model(cfg, seed=0)
     train_step = gptcore_step_fn(model, tc, random_batches(cfg, tc.batch_size, gen, 4))
     step = median(interleave({"step": train_step}, max(3, args.repeats // 4))["step"])
-    print(f"\nInference (model.eval(), random weights), batch {tc.batch_size} x context {cfg.context}:")
+    print(f"\nInference (model.eval(), random weights) on {describe(device)}, batch {tc.batch_size} x context "
+          f"{cfg.context}:")
     print(f"  inspector run_with_cache, full context {cfg.context}: {t['inspector'] * 1e3:.1f} ms "
           f"(plain forward {t['forward'] * 1e3:.1f} ms)")
     for key, label in (("generate_cached", "with KV cache"), ("generate_uncached", "without cache")):

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{prepared['peak_rss'] / MB:>6,.0f} MB │ {trained['seconds']:>9.1f} "
                   f"{trained['after_open'] / MB:>6,.0f} MB {trained['peak_rss'] / MB:>6,.0f} MB "
                   f"{trained['loss']:>9.3f}", flush=True)
-    (small_tokens, small_size, small_rss), (big_tokens, big_size, big_rss) = rows[0], rows[-1]
+    (_, small_size, small_rss), (big_tokens, big_size, big_rss) = rows[0], rows[-1]
     print(f"\nfile {big_size / small_size:.0f}× larger, training peak RSS {(big_rss - small_rss) / MB:+,.0f} MB "
           f"({big_rss / small_rss:.2f}×); ids held in memory instead would take {8 * big_tokens / MB:,.0f} MB")
     return 0

@@ -105,7 +105,8 @@ def train_recipe(recipe: Recipe, text: str, clock_for: ClockFor, threads: int,
                  make_optimizer: Callable | None = None) -> None:
     """A recipe through gptcore's Trainer, its final whole-split eval left to the checkpoints;
     make_optimizer(model, tc), when given, replaces the optimizer the recipe names."""
-    tc = replace(recipe.train, final_eval=False, threads=threads, checkpoint_every=0, snapshot_every=0)
+    tc = replace(recipe.train, final_eval=False, threads=threads, checkpoint_every=0, snapshot_every=0,
+                 device="cpu")  # the comparison with the tutorial's script is a CPU one, on any machine
     trainer = Trainer(recipe.model, tc, text, out_dir=None)
     if make_optimizer is not None:
         trainer.optimizer = make_optimizer(trainer.model, tc)
@@ -121,7 +122,7 @@ def train_tutorial_script(recipe: Recipe, text: str, clock_for: ClockFor, thread
     """The tutorial's own script: its literal model, plain AdamW at a constant lr, a val estimate every
     eval_every steps. Same seed, init, batches and random-call order as gptcore's Trainer."""
     tc = recipe.train
-    trainer = Trainer(recipe.model, tc, text, out_dir=None)  # only for its tokenizer, split, seeded model
+    trainer = Trainer(recipe.model, replace(tc, device="cpu"), text, out_dir=None)  # for its tokenizer, split, model
     model, gen, ctx = tutorial_twin(trainer.model), trainer.stream, recipe.model.context
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr)
     use_threads(threads)  # per thread in torch: set it here

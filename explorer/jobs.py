@@ -7,6 +7,8 @@ Streamlit, so the training thread never touches st.*.
 from __future__ import annotations
 
 import copy
+import ctypes
+import gc
 import logging
 import os
 import sys
@@ -14,6 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from gptcore.errors import Message, UserError, message
@@ -40,6 +43,15 @@ def yield_to_the_ui() -> None:
             os.setpriority(os.PRIO_PROCESS, me, max(os.getpriority(os.PRIO_PROCESS, me), JOB_NICENESS))
         except OSError:
             pass
+
+
+def release_memory() -> None:
+    """Hand the memory a finished job freed back to the system. glibc keeps freed blocks for reuse, so after
+    encoding a large corpus the server stayed hundreds of MB above where it started; malloc_trim returns them."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):  # (a libc without malloc_trim, such as musl)
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class JobRefused(UserError, RuntimeError):
@@ -103,6 +115,7 @@ class Job:
                         traceback=traceback.format_exc(), ended=time.time())
         finally:
             self._fn = None  # what it held (a trainer, its corpus's ids) goes with it; the registry keeps the state
+            release_memory()
 
     def update(self, **changes) -> None:
         with self._lock:

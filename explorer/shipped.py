@@ -7,7 +7,7 @@ from gptcore import checkpoint as ckpt
 from gptcore.runs import SHIPPED
 
 
-@st.cache_resource(max_entries=2, show_spinner="Loading the shipped model…")
+@st.cache_resource(max_entries=2, show_spinner=False)
 def _load(folder: str, mtime: float) -> ckpt.Checkpoint:
     return ckpt.load_checkpoint(folder)
 

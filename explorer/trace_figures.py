@@ -11,7 +11,6 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 import torch.nn.functional as F
-from plotly.subplots import make_subplots
 
 from explorer.i18n import t
 from gptcore.interp import Stage, Trace
@@ -68,7 +67,15 @@ def pass_diagram(tr: Trace, current: int, titles: list[str]) -> go.Figure:
     row_names = [t("trace.diagram.row_input")] + [t("trace.diagram.row_layer", layer=i) for i in range(n_rows - 2)] \
         + [t("trace.diagram.row_output")]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="#ccc", width=2), hoverinfo="skip",
+    # the vector's path: along each row (one row per block); a gap (None) where it moves on to the next row
+    path_x, path_y = [], []
+    for i, (x, y) in enumerate(xy):
+        if i and y != xy[i - 1][1]:
+            path_x.append(None)
+            path_y.append(None)
+        path_x.append(x)
+        path_y.append(y)
+    fig.add_trace(go.Scatter(x=path_x, y=path_y, mode="lines", line=dict(color="#ccc", width=2), hoverinfo="skip",
                              showlegend=False))
     fig.add_trace(go.Scatter(
         x=xs, y=ys, mode="markers+text", text=labels, textposition="bottom center", textfont=dict(size=12),
@@ -141,21 +148,10 @@ def head_rows(values: torch.Tensor, layer: int) -> list[tuple[str, torch.Tensor]
 
 
 def qkv_figure(stage: Stage) -> go.Figure:
-    """q, k and v of every head side by side (heads down, d_head channels across), on one colour scale."""
-    parts = [("q", stage.value), ("k", stage.parts["k"]), ("v", stage.parts["v"])]
-    H, d = stage.value.shape
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t("trace.fig.qkv_panel", name=n, heads=H, d=d)
-                                                        for n, _ in parts], horizontal_spacing=0.05)
-    bound = float(max(p.abs().max() for _, p in parts))
-    for i, (name, value) in enumerate(parts):
-        fig.add_trace(go.Heatmap(z=value.numpy(), y=[f"H{h}" for h in range(H)], coloraxis="coloraxis", ygap=2,
-                                 hovertemplate=f"{name} · " + t("trace.fig.head_channel_hover") + "<extra></extra>"),
-                      1, i + 1)
-    fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    fig.update_xaxes(title=t("trace.fig.head_channel"))
-    fig.update_layout(coloraxis=dict(colorscale=DIVERGING, cmid=0, cmin=-bound, cmax=bound,
-                                     colorbar=dict(thickness=12)))
-    return _layout(fig, t("trace.fig.qkv_title"), 160 + 40 * H)
+    """q, k and v of every head as the rows of one heatmap (d_head channels across), on one colour scale."""
+    rows = [(f"{name} H{h}", value[h]) for name, value in (("q", stage.value), ("k", stage.parts["k"]),
+                                                            ("v", stage.parts["v"])) for h in range(len(value))]
+    return rows_heatmap(rows, t("trace.fig.qkv_title"), t("trace.fig.head_channel"), height=120 + 24 * len(rows))
 
 
 def rope_figure(stage: Stage, position: int) -> go.Figure:
@@ -183,7 +179,6 @@ def attention_figure(stage: Stage, labels: list[str], position: int, weights: bo
         trace = go.Heatmap(z=z, zmid=0, zmin=-bound, zmax=bound, colorscale=DIVERGING,
                            colorbar=dict(thickness=12, title=t("trace.fig.score")))
     trace.update(y=[f"H{h}" for h in range(H)], x=list(shown), customdata=custom, xgap=1, ygap=2,
-                 texttemplate="%{z:.2f}" if weights else None, textfont=dict(size=9),
                  hovertemplate=t("trace.fig.key_hover") + "<extra></extra>")
     fig = go.Figure(trace)
     fig.update_xaxes(tickmode="array", tickvals=list(shown), ticktext=[labels[i] for i in shown], tickangle=0,
@@ -229,7 +224,9 @@ def norm_figure(stage: Stage) -> go.Figure:
     mean, scale = float(stage.parts["mean"]), float(stage.parts["scale"])
     rows = [(t("trace.fig.norm_input"), x), (t("trace.fig.norm_scaled"), (x - mean) / scale),
             (t("trace.fig.norm_gain"), gain), (t("trace.fig.norm_output"), stage.value)]
-    return rows_heatmap(rows, t("trace.fig.norm_title", scale=scale, mean=mean))
+    title = t("trace.fig.norm_title_layer", scale=scale, mean=mean) if "shift" in stage.parts else \
+        t("trace.fig.norm_title_rms", scale=scale)
+    return rows_heatmap(rows, title)
 
 
 def activation_figure(stage: Stage, ffn: str) -> go.Figure:

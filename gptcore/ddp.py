@@ -109,5 +109,7 @@ def from_env(device: str = "auto") -> Distributed | None:
                                "--device cpu")
     if resolved.type == "cuda":
         torch.cuda.set_device(resolved)
-    dist.init_process_group("nccl" if resolved.type == "cuda" else "gloo", rank=rank, world_size=world)
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=resolved)
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     return Distributed(rank, local_rank, world, resolved)

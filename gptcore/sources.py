@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .checkpoint import PROJECT_ROOT
 from .data import (
     DOWNLOAD_CACHE,
     TINYSTORIES_VALID_URL,
@@ -22,7 +23,6 @@ from .data import (
     download_tinystories_valid,
     load_corpus,
 )
-from .checkpoint import PROJECT_ROOT
 from .errors import message
 
 KINDS = ("builtin", "upload", "file", "tinystories")

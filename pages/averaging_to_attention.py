@@ -10,7 +10,7 @@ from explorer.ui import job_progress, job_registry, quiz, show_source
 from gptcore.demos import averaging as avg
 from gptcore.model import Attention
 
-LEAK_JOB = "causal vs no mask"
+LEAK_JOB = "mask-leak"  # a name, shown as is in the sidebar and in a refusal
 LEAK_COLORS = ("#1f77b4", "#d62728")
 text_attention = st.cache_data(avg.text_attention)
 

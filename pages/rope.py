@@ -42,11 +42,12 @@ st.header(tr("grid.heading"))
 st.markdown(tr("grid.body", last=GRID - 1))
 rope_grid, absolute_grid = rope.rope_score_grid(q, k, GRID, theta), rope.absolute_score_grid(q, k, GRID)
 left, right = st.columns(2)
-for column, grid, name in ((left, rope_grid, "rope"), (right, absolute_grid, "absolute")):
+for column, grid, name, key in ((left, rope_grid, "rope", "rope-grid-RoPE"),
+                                (right, absolute_grid, "absolute", "rope-grid-absolute")):
     limit = grid.abs().max().item()
-    column.plotly_chart(weights_heatmap(grid, title=tr(f"grid.{name}_title"), zmin=-limit, zmax=limit, colorscale="RdBu",
-                                        x_title=tr("grid.x_title"), y_title=tr("grid.y_title"), hover=tr("grid.hover"),
-                                        height=420), key="rope-grid-RoPE" if name == "rope" else "rope-grid-absolute")
+    column.plotly_chart(weights_heatmap(grid, title=tr(f"grid.{name}_title"), zmin=-limit, zmax=limit,
+                                        colorscale="RdBu", x_title=tr("grid.x_title"), y_title=tr("grid.y_title"),
+                                        hover=tr("grid.hover"), height=420), key=key)
     column.metric(tr(f"grid.{name}_spread"), f"{rope.diagonal_spread(grid):.2e}")
 show_source(rope.rope_score_grid, rope.absolute_score_grid, rope.absolute_positions, rope.diagonal_spread)
 

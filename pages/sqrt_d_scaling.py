@@ -2,8 +2,7 @@ import math
 
 import streamlit as st
 
-from explorer.demo_plots import (entropy_figure, jacobian_figure, score_histograms, softmax_rows_figure,
-                                 weights_heatmap)
+from explorer.demo_plots import entropy_figure, jacobian_figure, score_histograms, softmax_rows_figure, weights_heatmap
 from explorer.i18n import t
 from explorer.tables import shown_table
 from explorer.ui import show_source

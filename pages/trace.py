@@ -152,7 +152,7 @@ def step_through():
     st.plotly_chart(figs.pass_diagram(tr, st.session_state["trace-stage"], titles), key="trace-diagram",
                     on_select=lambda: pick_point("trace-diagram", "trace-stage"), selection_mode="points",
                     config={"displayModeBar": False})
-    back, forward, play, slider = st.columns([1, 1, 1.2, 7], vertical_alignment="bottom")
+    back, forward, play, slider = st.columns([1.3, 1.3, 1.3, 6], vertical_alignment="bottom")
     back.button(t("trace.previous"), key="trace-back", on_click=move, args=(-1, n), use_container_width=True)
     forward.button(t("trace.next"), key="trace-forward", on_click=move, args=(1, n), use_container_width=True)
     if play.button(t("trace.pause") if playing else t("trace.play"), key="trace-play", on_click=toggle_play,

@@ -55,3 +55,32 @@ def test_a_short_run_grows_the_chart_and_writes_samples(tmp_path):
         page.get_by_text("browser-run · stopped").wait_for(timeout=60_000)
         page.get_by_text("Stopped at step").wait_for()
     assert (tmp_path / "browser-run" / "model.safetensors").is_file()
+
+
+# Each out-of-range value a browser's number field lets through: the field says what is allowed, Start goes off
+# with the reason, and a valid value turns it back on.
+INVALID = [("Learning rate", "1000000", "0.003"), ("Last step", "-5", "20"), ("Batch size", "0", "4"),
+           ("Context (characters)", "100000", "16")]
+
+
+def test_start_is_disabled_for_each_invalid_field(tmp_path):
+    require_chromium()
+    from playwright.sync_api import expect
+    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
+        page.goto(f"{url}/training")
+        start = page.get_by_role("button", name="Start training")
+        start.wait_for(timeout=60_000)
+        wait_for_app(page)
+        set_number(page, "Characters", 30_000)
+        assert start.is_enabled()
+        for label, bad, good in INVALID:
+            field = page.get_by_label(label, exact=True)
+            field.fill(bad)
+            field.press("Enter")
+            expect(start).to_be_disabled(timeout=30_000)
+            expect(page.get_by_text("Start is off.")).to_have_count(1)
+            expect(page.locator('[data-testid="stAlert"]').filter(has_text=f"got {bad}")).not_to_have_count(0)
+            field.fill(good)
+            field.press("Enter")
+            expect(start).to_be_enabled(timeout=30_000)
+        screenshot(page, "training-start-off")

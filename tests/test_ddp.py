@@ -21,7 +21,8 @@ from gptcore.ddp import Distributed, DistributedError
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ["--data", "builtin", "--builtin-chars", "20000"]
 MODEL = ["--d-model", "16", "--n-layer", "1", "--n-head", "2", "--d-ff", "32", "--context", "16"]
-TRAIN = ["--batch-size", "4", "--eval-every", "1", "--eval-batches", "2", "--sample-chars", "20"]
+# Muon for the blocks' matrices, AdamW for the rest: both optimizers step on DDP's averaged gradients
+TRAIN = ["--batch-size", "4", "--eval-every", "1", "--eval-batches", "2", "--sample-chars", "20", "--optimizer", "muon"]
 NEW = [*DATA, *MODEL, *TRAIN]
 ONE_CHECKPOINT = {"config.json", "meta.json", "model.safetensors", "optimizer.safetensors"}
 
@@ -111,7 +112,7 @@ def test_a_run_resumed_under_ddp_continues_as_one_process_would(stopped, tmp_pat
     process = torchrun(*DATA, "--out", str(folder), "--resume", "--steps", str(step + 3))
     output = Lines(process)
     assert process.wait(timeout=180) == 0, output.text()
-    assert f"resuming from step {step} in {folder}" in output.text()
+    assert f"resuming from step {step} in {folder}, with the saved optimizer state" in output.text()
     assert output.text().count(f"step {step + 1:4d}  train") == 1
     assert ckpt.read_meta(folder)["status"] == "finished" and ckpt.read_meta(folder)["step"] == step + 3
     assert_same_run(folder, single)

@@ -27,10 +27,13 @@ def cap(shipped):
 
 def test_capture_sees_every_hook_point_and_the_models_own_logits(shipped, cap):
     model = shipped.model
-    assert set(cap.acts) == set(model.hook_points())
+    unused = {"hook_pos_embed"}  # a RoPE model adds no position rows
+    assert set(cap.acts) == set(model.hook_points()) - unused
     with torch.no_grad():
         plain, _ = model(cap.ids[None])
-    torch.testing.assert_close(cap.logits, plain[0], rtol=0, atol=1e-5)  # hooks observe, they change nothing
+    # hooks observe and change nothing; observed scores make the attention run as written out rather than in
+    # SDPA's fused kernel, which rounds differently
+    torch.testing.assert_close(cap.logits, plain[0], rtol=0, atol=1e-4)
 
 
 @pytest.mark.parametrize("position", [0, 17, -1])

@@ -1,5 +1,9 @@
 """Page 'The assembled GPT': parameter breakdown, forward shapes, view vs reshape, the quiz."""
-from page_helpers import chart, figure, frame, metrics, run_page
+import math
+import re
+
+import pytest
+from page_helpers import PAGES, chart, figure, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
@@ -96,3 +100,41 @@ def test_total_row_names_what_it_adds():
     parts = frame(at, "counted in GPT").set_index("part")
     assert parts.loc["total", "formula"] == "token embedding + position embedding + all 4 blocks + output head"
     assert not any(p.startswith("final") for p in parts.index)
+
+
+def test_the_training_log_is_read_with_ln_v_of_the_tutorial_and_of_the_measured_corpus():
+    at = run_page("assembled_gpt.py")
+    text = " ".join(m.value for m in at.markdown)
+    assert "ln 74 = 4.30" in text and "4.495 rather than 4.30" in text and "after one AdamW step" in text
+    measured = next(c.value for c in at.code if c.value.startswith("vocab ") and "step  500" not in c.value)
+    vocab = int(re.search(r"vocab (\d+), params ([\d,]+)", measured).group(1))
+    params = int(re.search(r"params ([\d,]+)", measured).group(1).replace(",", ""))
+    assert params == GPT(GPTConfig(vocab_size=vocab)).num_params()
+    assert f"ln {vocab} = **{math.log(vocab):.2f}**" in text
+    log = frame(at, "ln V").iloc[0]
+    train, val = (float(v) for v in re.search(r"train ([\d.]+)  val ([\d.]+)", measured).groups())
+    assert log["ln V"] == pytest.approx(math.log(vocab))
+    assert train == pytest.approx(log["train loss, step 0"], abs=5e-4) and val == pytest.approx(
+        log["val, step 0 (after one update)"], abs=5e-4)
+    assert log["ln V"] < train and abs(train - log["ln V + σ²/2"]) < 0.15  # untrained: about ln V + σ²/2
+    assert val < log["val before the update"] - 0.5  # the one update before the step-0 evaluation
+
+
+def test_the_tutorials_count_in_the_text_is_the_tables():
+    at = run_page("assembled_gpt.py")
+    text = next(m.value for m in at.markdown if "**810,624**" in m.value)
+    parts = frame(at, "counted in GPT").set_index("part")["counted in GPT"]
+    for part in ("token embedding", "attention: qkv + proj", "FFN (swiglu)", "one block", "total"):
+        assert f"{parts[part]:,}" in text
+
+
+def test_in_chinese_the_parts_and_the_diagram_are_translated():
+    at = AppTest.from_file(str(PAGES / "assembled_gpt.py"), default_timeout=60)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception
+    parts = frame(at, "在 GPT 上实数").set_index("部分")
+    assert parts.loc["总计", "公式"] == "词元嵌入 + 全部 4 个块 + 最终 RMSNorm + 输出头"
+    assert parts.loc["总计", "参数量"] == 810624 and parts.loc["一个块", "公式"] == "以上三项之和"
+    assert "块 × 4（前置归一化）" in diagram_text(at) and "注意力<br>4 个头 × 32<br>因果，RoPE" in diagram_text(at)
+    assert "ln 74 = 4.30" in " ".join(m.value for m in at.markdown)

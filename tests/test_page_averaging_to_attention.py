@@ -10,7 +10,7 @@ from gptcore.config import GPTConfig
 from gptcore.demos import averaging as avg
 from gptcore.train import TrainConfig
 
-LEAK_JOB = "causal vs no mask"
+LEAK_JOB = "mask-leak"
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-from page_helpers import chart, frame, metrics, run_page
+from page_helpers import PAGES, chart, frame, metrics, run_page
+from streamlit.testing.v1 import AppTest
 
 
 def test_renders_with_the_tutorial_numbers():
@@ -54,3 +55,16 @@ def test_quiz_says_right_and_wrong():
     at.radio(key="ffn-dff-radio").set_value("4·d_model")
     at.button(key="ffn-dff-check").click().run()
     assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
+
+
+def test_in_chinese_the_tables_and_figures_are_translated_and_the_numbers_stay():
+    at = AppTest.from_file(str(PAGES / "ffn_swiglu.py"), default_timeout=60)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception
+    budget = frame(at, "FeedForward 实数")
+    assert budget["前馈网络"].tolist() == ["ReLU/GELU MLP，d_ff = 4·d", "SwiGLU，d_ff = 8/3·d → 取 8 的倍数",
+                                       "SwiGLU，d_ff = 4·d（不缩小）"]
+    assert budget["公式"].tolist() == budget["FeedForward 实数"].tolist() == [131072, 132096, 196608]
+    assert [t["x"] for t in chart(at, "ffn-budget-bars")] == [budget["前馈网络"].tolist()]
+    assert metrics(at)["d_ff（取整后）"] == "344"

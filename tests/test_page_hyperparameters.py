@@ -1,6 +1,7 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
-from page_helpers import chart, frame, metrics, run_page
+import torch
+from page_helpers import PAGES, chart, frame, metrics, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
@@ -93,3 +94,43 @@ def test_reset_restores_the_selected_preset():
     at.button(key="hp-reset").click().run()
     assert at.number_input(key="hp-d_model").value == 12288 and at.selectbox(key="hp-ffn").value == "gelu"
     assert metrics(at)["parameters"] == gpt3 == "174.60 B"
+
+
+def test_z_loss_is_shown_on_the_shipped_models_output_logits():
+    from explorer.shipped import shipped_checkpoint
+    from gptcore.demos import hyperparams as hp
+
+    at = run_page("hyperparameters.py")
+    shipped = shipped_checkpoint()
+    text = at.text_input(key="hp-z-text").value
+    ids = torch.tensor(shipped.tokenizer.encode(text[:-1]))[None]
+    with torch.no_grad():
+        logits = shipped.model(ids)[0][0, -1]  # the output layer: one logit per character of the vocabulary
+    assert logits.shape == (shipped.tokenizer.vocab_size,)
+    log_z = torch.logsumexp(logits, -1).item()
+    assert metrics(at)["log Z"] == f"{log_z:.2f}"
+    assert metrics(at)["z-loss"] == f"{hp.Z_LOSS_WEIGHT * log_z ** 2:.2e}"
+    text = " ".join(m.value for m in at.markdown)
+    assert "holds only while **log Z > 0**" in text and "lowers every logit" in text
+    at.slider(key="hp-z-shift").set_value(-20.0).run()  # log Z < 0 now: the z-loss raises every logit
+    assert float(metrics(at)["log Z"]) < 0 and "raises every logit" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_attention_flops_say_they_assume_causal_attention():
+    at = run_page("hyperparameters.py")
+    text = next(m.value for m in at.markdown if "FLOPs per token" in m.value)
+    assert "This count assumes causal attention" in text and "halved" in text
+
+
+def test_in_chinese_the_tables_and_the_consensus_are_translated():
+    at = AppTest.from_file(str(PAGES / "hyperparameters.py"), default_timeout=60)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception
+    consensus = at.table[0].value
+    assert consensus.index.tolist() == ["d_ff / d_model", "n_head × d_head", "d_model / n_layer", "词表",
+                                        "dropout / 权重衰减"]
+    assert frame(at, "d_model / n_layer").set_index("模型").loc["本应用的 GPT", "参数量"] == 810624
+    assert frame(at, "精度")["精度"].tolist() == ["fp32", "bf16 混合精度", "纯 bf16"]
+    assert frame(at, "补丁")["补丁"].tolist() == ["不打补丁", "QK-norm", "软截断 5"]
+    assert "12,288" in " ".join(m.value for m in at.markdown)

@@ -319,7 +319,8 @@ def test_tinystories_download_reports_progress_failure_and_success(tmp_path, mon
     def offline(cache_dir, progress):
         calls.append(cache_dir)
         progress(1000, 4000)
-        raise CorpusError("data.offline_test", "could not download https://example/valid.txt: <urlopen error no network>")
+        raise CorpusError("data.offline_test",
+                          "could not download https://example/valid.txt: <urlopen error no network>")
 
     monkeypatch.setattr(sources, "download_tinystories_valid", offline)
     at = page()
@@ -463,8 +464,8 @@ def test_a_server_path_outside_the_allowed_folders_is_refused_and_said(root, tmp
 
 
 # (steps 0 is a run of one step, step 0: range(0 + 1) in the tutorial's loop)
-@pytest.mark.parametrize("key, value, label", [("tr_t_lr", 1_000_000.0, "Learning rate"), ("tr_t_steps", -5, "Last step"),
-                                               ("tr_t_batch_size", 0, "Batch size"),
+@pytest.mark.parametrize("key, value, label", [("tr_t_lr", 1_000_000.0, "Learning rate"),
+                                               ("tr_t_steps", -5, "Last step"), ("tr_t_batch_size", 0, "Batch size"),
                                                ("tr_m_context", 100_000, "Context (characters)")])
 def test_start_is_off_while_a_field_is_out_of_range(key, value, label):
     at = page()
