@@ -46,7 +46,7 @@ def step_update_times(model, tokenizer, tr: interp.Trace, text: str) -> list[flo
 
     def update(index: int):
         figures = [figs.pass_diagram(tr, index, titles)]
-        fig, _ = figs.stage_view(tr.stages[index], tr, labels, vocab, text, model.cfg.ffn)
+        fig, _ = figs.stage_view(tr.stages[index], tr, labels, vocab, tokenizer.pieces(tr.ids.tolist()), model.cfg.ffn)
         figures += [fig] if fig is not None else []
         return [f.to_json() for f in figures]
 

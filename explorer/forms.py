@@ -140,7 +140,7 @@ def field_inputs(cls, columns) -> dict[str, Message]:
         column, key = columns[i % 2], PREFIX[cls] + s.name
         field_widget(column, s, key, getattr(preset, s.name))
         if (message := s.problem(ss.get(key))) is not None:
-            column.error(message)
+            column.error(say(message))
             found[s.label] = message
     return found
 

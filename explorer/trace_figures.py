@@ -189,17 +189,17 @@ def attention_figure(stage: Stage, labels: list[str], position: int, weights: bo
     return _layout(fig, title, 170 + 40 * H)
 
 
-def weights_html(text: str, weights: torch.Tensor, position: int, heads: list[str]) -> str:
+def weights_html(pieces: list[str], weights: torch.Tensor, position: int, heads: list[str]) -> str:
     """Every head's weights shaded on the text up to the query, one line per head (the query boxed)."""
     lines = []
     for h, name in enumerate(heads):
         row = weights[h]
         shade = (row / row.max()).tolist()
         spans = []
-        for i, c in enumerate(text[: position + 1]):
+        for i, piece in enumerate(pieces[: position + 1]):
             box = f"; outline: 2px solid {CURRENT}" if i == position else ""
             tip = html.escape(t("trace.fig.weight_tip", position=i, weight=float(row[i])))
-            shown = "⏎" if c == "\n" else html.escape(c)
+            shown = html.escape(piece).replace("\n", "⏎")
             spans.append(f'<span title="{tip}" style="background: rgba(31, 119, 180, {shade[i]:.3f}){box}">'
                          f"{shown}</span>")
         lines.append(f'<div><b style="display: inline-block; width: 4.5em">{name}</b>{"".join(spans)}</div>')
@@ -288,11 +288,12 @@ def next_html(label: str, probability: float, actual: str | None) -> str:
     return f'<div style="font-size: 1.5rem">{line}</div>'
 
 
-def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], text: str,
+def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], pieces: list[str],
                ffn: str) -> tuple[go.Figure | None, list[str]]:
     """What the Trace page shows for a stage: a figure (or None) and HTML blocks to go below it.
 
-    labels: one per position of the text; vocab: one per token id.
+    labels: each position's token made visible (␣ for a space); pieces: the same as plain text; vocab: the label of
+    every token id.
     """
     pos, real_next = tr.position, int(tr.ids[tr.position + 1]) if tr.position + 1 < len(tr.ids) else None
     heads = [f"H{h}" for h in range(stage.value.shape[0])] if stage.kind in ("scores", "pattern") else []
@@ -310,7 +311,7 @@ def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], tex
         case "scores":
             return attention_figure(stage, labels, pos, weights=False), []
         case "pattern":
-            return attention_figure(stage, labels, pos, weights=True), [weights_html(text, stage.value, pos, heads)]
+            return attention_figure(stage, labels, pos, weights=True), [weights_html(pieces, stage.value, pos, heads)]
         case "heads":
             return rows_heatmap(head_rows(stage.value, stage.layer), t("trace.fig.z_title"),
                                 t("trace.fig.head_channel")), []

@@ -49,8 +49,10 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
             st.caption(t("ui.quiz.select_all"))
             chosen = {i for i, text in enumerate(options) if st.checkbox(text, key=f"{key}-opt{i}")}
         else:
-            pick = st.radio(t("ui.quiz.answer"), options, index=None, key=f"{key}-radio", label_visibility="collapsed")
-            chosen = set() if pick is None else {options.index(pick)}
+            # the option's index is the value, so an answer survives a language switch
+            pick = st.radio(t("ui.quiz.answer"), range(len(options)), format_func=options.__getitem__, index=None,
+                            key=f"{key}-radio", label_visibility="collapsed")
+            chosen = set() if pick is None else {pick}
         if not st.button(t("ui.quiz.check"), key=f"{key}-check"):
             return None
         right = chosen == correct

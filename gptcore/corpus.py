@@ -6,6 +6,12 @@ hero, a companion, an object and a place, and later paragraphs refer back to
 them by name, by the matching pronoun and by "the <adjective> <noun>", so a
 model that only sees the previous character (a bigram) cannot predict them.
 
+It is also built to reward copying from the context. The names are invented per
+story, and most stories hold a password or a secret message of random letters
+and digits said two or three times in a row, or a silly song sung twice: no
+amount of memorising predicts their later mentions, only finding the earlier one
+does. That is what makes a model trained on it grow induction heads.
+
 Only `random.Random` is used, so generating text never touches torch's RNG.
 """
 

@@ -214,6 +214,8 @@ def top_predictions(logits: torch.Tensor, tokenizer: Tokenizer, position: int, k
 def generate(model: GPT, tokenizer: Tokenizer, prompt: str, n_chars: int, temperature: float,
              top_k: int | None, seed: int) -> str:
     """Sample n_chars continuing the prompt with model.stream, from a private generator seeded with seed."""
+    if not prompt:
+        raise InputError("inspector.empty_prompt", "the prompt is empty: type at least one character to continue from")
     ids = tokenizer.encode(prompt)
     if not ids:
         raise InputError("inspector.prompt_no_known", "the prompt has no character the model knows")

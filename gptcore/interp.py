@@ -1,12 +1,12 @@
 """Inside one prediction: a position's forward pass stage by stage, and four ways to ask what the model relies on.
 
-- `trace` lays out every intermediate tensor of one position (token id → … → next-token distribution) with a
-  one-sentence description and the gptcore source line that computed it.
+- `trace` lays out every intermediate tensor of one position (token id → … → next-token distribution), each with
+  the gptcore source line that computed it and keys naming its kind of step (a page words them in its language).
 - `logit_lens` reads the residual stream after the embedding and after each block through the final norm and
   the head, as if the model stopped there.
 - `logit_attribution` splits one logit into what the embedding, each head and each FFN wrote into the stream.
-- `ablate` / `ablation_sweep` switch heads and FFNs off; `patch` and the `patch_*` sweeps copy activations from a
-  clean prompt into a corrupted one and measure how much of the clean answer comes back.
+- `ablate` / `ablation_sweep` switch heads and FFNs off; `patched_logits` and the `patch_*` sweeps copy
+  activations from a clean prompt into a corrupted one and measure how much of the clean answer comes back.
 
 Everything is read or changed through the model's hook points (gptcore.model.HookPoint); the model itself is
 never special-cased. Pure torch and pandas: no streamlit, no plotly.

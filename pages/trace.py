@@ -97,14 +97,14 @@ if not ids:
     st.stop()
 ids = tuple(ids)
 T = len(ids)
-shown_text = tokenizer.decode(ids)
+pieces = tokenizer.pieces(ids)  # each position's text: a character, or a BPE token
 labels = [tokenizer.display(i) for i in ids]
 cap = captured(*key, ids)
 
 # --- the position -------------------------------------------------------------------------------------------------
 
 if not 0 <= st.session_state.get("trace-position", -1) < T:
-    again = ins.repeat_position(tokenizer.pieces(ids))  # where a name comes back is where copying shows
+    again = ins.repeat_position(pieces)  # where a name comes back is where copying shows
     st.session_state["trace-position"] = T - 1 if again is None else again
 st.caption(t("trace.pick_position"))
 st.plotly_chart(figs.text_strip(labels, st.session_state["trace-position"]), key="trace-strip", on_select=lambda:
@@ -153,10 +153,10 @@ def step_through():
                     on_select=lambda: pick_point("trace-diagram", "trace-stage"), selection_mode="points",
                     config={"displayModeBar": False})
     back, forward, play, slider = st.columns([1.3, 1.3, 1.3, 6], vertical_alignment="bottom")
-    back.button(t("trace.previous"), key="trace-back", on_click=move, args=(-1, n), use_container_width=True)
-    forward.button(t("trace.next"), key="trace-forward", on_click=move, args=(1, n), use_container_width=True)
+    back.button(t("trace.previous"), key="trace-back", on_click=move, args=(-1, n), width="stretch")
+    forward.button(t("trace.next"), key="trace-forward", on_click=move, args=(1, n), width="stretch")
     if play.button(t("trace.pause") if playing else t("trace.play"), key="trace-play", on_click=toggle_play,
-                   args=(n,), use_container_width=True):
+                   args=(n,), width="stretch"):
         st.rerun()  # the whole page, so the fragment's timer starts or stops
     index = slider.select_slider(t("trace.stage"), range(n), key="trace-stage",
                                  format_func=lambda i: f"{i + 1}/{n} · {titles[i]}")
@@ -165,7 +165,7 @@ def step_through():
     shape = "×".join(map(str, stage.shape)) or "1"
     st.caption(t("trace.shape", shape=shape) + (f" · `{stage.hook}`" if stage.hook else ""))
     st.markdown(t(f"trace.describe.{stage.description}"))
-    fig, blocks = figs.stage_view(stage, tr, labels, vocab, shown_text, cfg.ffn)
+    fig, blocks = figs.stage_view(stage, tr, labels, vocab, pieces, cfg.ffn)
     if fig is not None:
         st.plotly_chart(fig, key="trace-stage-figure", config={"displayModeBar": False})
     for block in blocks:
@@ -233,17 +233,20 @@ if open_tab["attribution"].open:
 
 # --- ablation -----------------------------------------------------------------------------------------------------
 
-def progress_bar(label: str):
+def with_progress(label: str, sweep, *args):
+    """sweep(*args, progress=…) with a progress bar that goes once it is done."""
     bar = st.progress(0.0, text=label)
-    return lambda done, total: bar.progress(done / total, text=t("trace.progress", label=label, done=done,
-                                                                 total=total))
+    result = sweep(*args, progress=lambda done, total: bar.progress(
+        done / total, text=t("trace.progress", label=label, done=done, total=total)))
+    bar.empty()
+    return result
 
 
 if open_tab["ablation"].open:
     with open_tab["ablation"]:
         st.markdown(t("trace.ablation.intro"))
         chosen = st.multiselect(t("trace.ablation.components"), interp.components(model), key="trace-ablate",
-                                help=t("trace.ablation.components_help"))
+                                help=t("trace.ablation.components_help"), placeholder=t("trace.ablation.placeholder"))
         mode = st.radio(t("trace.ablation.mode"), interp.ABLATIONS, key="trace-ablate-mode", horizontal=True,
                         format_func=lambda m: t(f"trace.ablation.modes.{m}"))
         if T < 2:
@@ -261,8 +264,8 @@ if open_tab["ablation"].open:
                             key="trace-ablation-probs", config={"displayModeBar": False})
         sweep_key = ("sweep", name, ids, mode)
         if st.button(t("trace.ablation.sweep"), key="trace-sweep", disabled=T < 2):
-            st.session_state["trace-sweep-result"] = (sweep_key, interp.ablation_sweep(
-                model, cap, mode, progress=progress_bar(t("trace.ablation.sweeping"))))
+            st.session_state["trace-sweep-result"] = (sweep_key, with_progress(
+                t("trace.ablation.sweeping"), interp.ablation_sweep, model, cap, mode))
         result = st.session_state.get("trace-sweep-result")
         if result and result[0] == sweep_key:
             frame = result[1]
@@ -308,7 +311,7 @@ def patching_tab() -> None:
     for sweep, (run, rows) in sweeps.items():  # the longer sweeps run on request, with a progress bar
         state = f"trace-patch-{sweep}"
         if st.button(t(f"trace.patching.run_{sweep}"), key=f"{state}-button"):
-            shares = run(model, setup, progress=progress_bar(t(f"trace.patching.running_{sweep}")))
+            shares = with_progress(t(f"trace.patching.running_{sweep}"), run, model, setup)
             st.session_state[state] = (pair_key, shares.numpy())
         result = st.session_state.get(state)
         if result and result[0] == pair_key:

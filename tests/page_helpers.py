@@ -48,3 +48,9 @@ def frame(at: AppTest, label: str):
 def metrics(at: AppTest) -> dict[str, str]:
     """Every st.metric on the page: {label: value}."""
     return {m.label: m.value for m in at.metric}
+
+
+def answer(at: AppTest, quiz_key: str, starts_with: str) -> None:
+    """Pick the quiz option that starts with this text (the radio's values are option indices)."""
+    radio = at.radio(key=f"{quiz_key}-radio")
+    radio.set_value(next(i for i, o in enumerate(radio.options) if o.startswith(starts_with)))

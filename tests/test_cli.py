@@ -201,3 +201,34 @@ def test_a_corpus_file_whose_name_is_not_utf8_trains_and_is_listed_escaped(tmp_p
     [run] = runs.list_runs(tmp_path / "runs")
     assert str(run.corpus) == "file n\\xffx.txt"
     assert ckpt.read_meta(out)["corpus_source"]["path"] == str(corpus)  # the real name, to load it again
+
+
+def test_the_inspect_pages_generation_says_an_empty_prompt_is_empty(trained):
+    from gptcore import inspector
+    from gptcore.errors import InputError
+
+    loaded = ckpt.load_checkpoint(trained)
+    with pytest.raises(InputError, match="^the prompt is empty: type at least one character to continue from$"):
+        inspector.generate(loaded.model, loaded.tokenizer, "", 5, 1.0, None, 0)
+
+
+def test_weights_that_are_a_link_to_a_device_or_miss_their_tokenizer_are_named(trained, tmp_path, capsys):
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    odd = tmp_path / "odd"
+    shutil.copytree(trained, odd)
+    (odd / "model.safetensors").unlink()
+    (odd / "model.safetensors").symlink_to("/dev/zero")
+    assert main(["sample", "--checkpoint", str(odd), "--chars", "5"]) == 2
+    assert capsys.readouterr().err == f"error: {odd / 'model.safetensors'} is not a regular file but a device or a " \
+                                      "socket: weights are a file written by this program\n"
+    (odd / "model.safetensors").unlink()
+    config = json.loads((trained / "config.json").read_text())["model"]
+    save_file(load_file(str(trained / "model.safetensors")), str(odd / "model.safetensors"),
+              metadata={"format": ckpt.FORMAT, "step": "3", "config": json.dumps(config)})
+    assert main(["sample", "--checkpoint", str(odd), "--chars", "5"]) == 2
+    assert capsys.readouterr().err == f"error: {odd / 'model.safetensors'} has no 'tokenizer' in its metadata, so " \
+                                      "the model cannot be rebuilt from it\n"

@@ -156,13 +156,15 @@ def test_invented_words_come_back_within_the_context_window(stories):
 
 
 def test_codes_songs_and_magic_words_repeat_verbatim(stories):
-    """Besides names, some stories repeat a random code, a silly song or a magic word, word for word, soon."""
-    kinds = {"code": 0, "song": 0, "magic word": 0}
+    """Besides names, stories repeat a random code, a secret message, a silly song or a magic word, word for word,
+    soon."""
+    kinds = {"code": 0, "note": 0, "song": 0, "magic word": 0}
+    note = re.compile(r"[A-Z][A-Za-z0-9]{2,4}( [A-Z][A-Za-z0-9]{2,4}){2,4}")
     for s in stories:
         for w in s.invented:
             if w.lower() in s.cast:
                 continue
-            kind = "song" if " " in w else "magic word" if "-" in w else "code"
+            kind = "note" if note.fullmatch(w) else "song" if " " in w else "magic word" if "-" in w else "code"
             kinds[kind] += 1
             spots = occurrences(s, w)
             assert len(spots) >= 2 and spots[1] - spots[0] < 128, (w, s.text)

@@ -3,7 +3,7 @@ import math
 import re
 
 import pytest
-from page_helpers import PAGES, chart, figure, frame, metrics, run_page
+from page_helpers import PAGES, answer, chart, figure, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
@@ -65,11 +65,10 @@ def test_view_error_is_torchs_own():
 
 def test_quiz_says_right_and_wrong():
     at = run_page("assembled_gpt.py")
-    right = next(o for o in at.radio(key="gpt-view-radio").options if o.startswith("It raises an error"))
-    at.radio(key="gpt-view-radio").set_value(right)
+    answer(at, "gpt-view", "It raises an error")
     at.button(key="gpt-view-check").click().run()
     assert at.success and at.success[0].value.startswith("Right.")
-    at.radio(key="gpt-view-radio").set_value("Same result; view is just faster.")
+    answer(at, "gpt-view", "Same result; view is just faster.")
     at.button(key="gpt-view-check").click().run()
     assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
 

@@ -1,5 +1,5 @@
 """Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-from page_helpers import PAGES, chart, frame, metrics, run_page
+from page_helpers import PAGES, answer, chart, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 
@@ -49,10 +49,10 @@ def test_no_activation_picked_shows_a_message_instead_of_an_empty_chart():
 
 def test_quiz_says_right_and_wrong():
     at = run_page("ffn_swiglu.py")
-    at.radio(key="ffn-dff-radio").set_value("8/3·d_model")
+    answer(at, "ffn-dff", "8/3·d_model")
     at.button(key="ffn-dff-check").click().run()
     assert at.success and at.success[0].value.startswith("Right.")
-    at.radio(key="ffn-dff-radio").set_value("4·d_model")
+    answer(at, "ffn-dff", "4·d_model")
     at.button(key="ffn-dff-check").click().run()
     assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
 

@@ -9,8 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
+from gptcore.runs import SHIPPED as SHIPPED_NAME
 
-SHIPPED = ckpt.CHECKPOINT_ROOT / "shipped-tiny"
+SHIPPED = ckpt.CHECKPOINT_ROOT / SHIPPED_NAME
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "inspector.py"
 
 
@@ -63,7 +64,7 @@ def grid_patterns(spec: dict, n_layer: int, n_head: int) -> np.ndarray:
 
 def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view):
     at = default_view
-    assert at.selectbox(key="inspect-checkpoint").value == "shipped-tiny"
+    assert at.selectbox(key="inspect-checkpoint").value == SHIPPED_NAME
     assert not at.warning and not at.error
     cfg = shipped.model.cfg
     direct = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
@@ -83,28 +84,59 @@ def test_only_the_open_tab_is_computed_and_sent(default_view):
     assert not [c for c in default_view.get("plotly_chart") if "training" in c.proto.id]
 
 
-def test_head_finder_and_predictions_match_gptcore(shipped):
-    at = open_tab(run_page(), "Head finder")
-    run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
-    expected = ins.head_scores(run.patterns, run.ids).set_index("head")
+def score_table_matches(at: AppTest, expected) -> None:
     table = at.dataframe[0].value
     for column in ("previous_token", "first_token", "induction"):
         np.testing.assert_allclose(table[column].to_numpy(), expected[column].round(3).to_numpy(), atol=1e-9)
+
+
+def test_head_finder_scores_random_text_shown_twice_then_the_text(shipped):
+    at = open_tab(run_page(), "Head finder")
+    assert at.radio(key="inspect-score-source").value == "repeated"  # the copying test comes first
+    expected, report = ins.repeated_sequence_scores(shipped.model)
+    expected = expected.set_index("head")
+    score_table_matches(at, expected)
+    metrics = {m.label: m.value for m in at.metric}
+    best = expected["induction"].idxmax()
+    assert expected.loc[best, "induction"] >= 0.4  # the shipped model has an induction head ...
+    assert metrics["Strongest induction head"] == f"{best} · {expected.loc[best, 'induction']:.2f}"
+    assert metrics["loss on the second copy"] == f"{report.copy_losses[1]:.2f}"  # ... and copies with it
+    assert report.copy_losses[1] <= 0.5 * report.copy_losses[0]
+
+    at.radio(key="inspect-score-source").set_value("text").run()
+    assert not at.exception
+    run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
+    expected = ins.head_scores(run.patterns, run.ids).set_index("head")
+    score_table_matches(at, expected)
     metrics = {m.label: m.value for m in at.metric}
     best_previous = expected["previous_token"].idxmax()
     best_score = expected.loc[best_previous, "previous_token"]
     assert metrics["Strongest previous token head"] == f"{best_previous} · {best_score:.2f}"
-    assert metrics["Strongest induction head"] == f"none · {expected['induction'].max():.2f}"  # no head reaches 0.3
 
-    at = open_tab(at, "Predictions")
 
-    # both position pickers start where the hero's name comes back
-    position = ins.repeat_position(ins.DEFAULT_TEXT)
+def test_the_distribution_follows_the_sampling_controls(shipped):
+    at = open_tab(run_page(), "Predictions")
+    run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
+    # the position picker starts where the hero's name comes back
+    position = ins.repeat_position(run.pieces)
     assert at.select_slider(key=f"inspect-position-{len(run.ids)}").value == position
-    top = ins.top_predictions(run.logits, shipped.tokenizer, position, 10)
-    bars = chart(at, "inspect-predictions")["data"][0]
-    assert list(bars["x"]) == top["label"].tolist()
-    np.testing.assert_allclose(array(bars["y"]), top["probability"].to_numpy(), atol=1e-6)
+
+    def bars_match(temperature, top_k):
+        top = ins.top_predictions(run.logits, shipped.tokenizer, position, 10, temperature, top_k)
+        bars = chart(at, "inspect-predictions")["data"][0]
+        assert list(bars["x"]) == top["label"].tolist()
+        np.testing.assert_allclose(array(bars["y"]), top["probability"].to_numpy(), atol=1e-6)
+        return array(bars["y"])
+
+    bars_match(0.8, None)
+    at.slider(key="inspect-temperature").set_value(1.5).run()
+    flat = bars_match(1.5, None)
+    at.number_input(key="inspect-gen-topk").set_value(3).run()
+    cut = bars_match(1.5, 3)
+    assert np.count_nonzero(cut) == 3 and cut[:3].sum() == pytest.approx(1.0, abs=1e-6)
+    assert cut[0] > flat[0]  # the mass of the characters cut off goes to the three kept
+    at.slider(key="inspect-temperature").set_value(0.0).run()
+    assert bars_match(0.0, 3)[0] == 1.0  # temperature 0: always the most likely character
 
 
 def test_head_choice_and_training_slider(shipped):
@@ -124,7 +156,7 @@ def test_head_choice_and_training_slider(shipped):
     # over training: the slider steps through the snapshots, each drawn from its own weights
     steps = ins.training_steps(SHIPPED)
     assert len(steps) >= 3, "the shipped model must come with snapshots"
-    slider = at.select_slider(key="inspect-step-shipped-tiny")
+    slider = at.select_slider(key=f"inspect-step-{SHIPPED_NAME}")
     assert list(slider.options) == [str(s) for s, _ in steps]
     first_step, first_path = steps[0]
     slider.set_value(first_step).run()
@@ -139,7 +171,7 @@ def test_head_choice_and_training_slider(shipped):
     open_tab(at, "Attention")  # settings of a closed tab survive it being closed
     assert at.selectbox(key="inspect-head").value == last
     open_tab(at, "Over training")
-    assert at.select_slider(key="inspect-step-shipped-tiny").value == first_step
+    assert at.select_slider(key=f"inspect-step-{SHIPPED_NAME}").value == first_step
 
 
 def test_long_or_unreadable_text_gets_a_visible_message(shipped):
@@ -182,7 +214,7 @@ def test_settings_survive_an_empty_text_and_a_checkpoint_with_fewer_characters(t
     from gptcore.data import CharTokenizer
     from gptcore.model import GPT
 
-    shutil.copytree(SHIPPED, tmp_path / "shipped-tiny")
+    shutil.copytree(SHIPPED, tmp_path / SHIPPED_NAME)
     small = CharTokenizer.from_text("abcdefghij Lily.")
     ckpt.save_checkpoint(tmp_path / "small", GPT(GPTConfig(vocab_size=small.vocab_size, d_model=16, n_layer=1,
                                                            n_head=2, d_ff=32, context=32)), small, {"step": 0})
