@@ -17,7 +17,7 @@ PAGES = {t(f"app.sections.{section}"): [st.Page(f"pages/{stem}.py", title=t(f"ap
                                          for stem, icon in pages]
          for section, pages in SECTIONS.items()}
 
-nav = st.navigation(PAGES)
+nav = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" toggle
 sidebar()
 # Imported only now, with the navigation on screen: it loads torch (about a second on a fresh server).
 from gptcore.threads import use_threads  # noqa: E402

@@ -36,17 +36,17 @@ def full_context_pair(pair: interp.PatchingPair, context: int) -> tuple[str, str
     return (filler + pair.clean)[-context:], (filler + pair.corrupted)[-context:]
 
 
-def step_update_times(model, tokenizer, tr: interp.Trace, text: str) -> list[float]:
+def step_update_times(model, tokenizer, tr: interp.Trace) -> list[float]:
     """Seconds to build and serialise the diagram and the figure of each stage, as a step click does."""
     from explorer import trace_figures as figs
 
-    labels = [tokenizer.display(i) for i in tr.ids.tolist()]
+    labels, pieces = tokenizer.labels(tr.ids.tolist()), tokenizer.pieces(tr.ids.tolist())
     vocab = [tokenizer.display(i) for i in range(model.cfg.vocab_size)]
     titles = [s.key for s in tr.stages]
 
     def update(index: int):
         figures = [figs.pass_diagram(tr, index, titles)]
-        fig, _ = figs.stage_view(tr.stages[index], tr, labels, vocab, tokenizer.pieces(tr.ids.tolist()), model.cfg.ffn)
+        fig, _ = figs.stage_view(tr.stages[index], tr, labels, vocab, pieces, model.cfg.ffn)
         figures += [fig] if fig is not None else []
         return [f.to_json() for f in figures]
 
@@ -67,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     print(thread_summary())
     text = full_context(DEFAULT_TEXT, context)
     ids = tokenizer.encode(text)[:context]
-    text = tokenizer.decode(ids)
     print(f"{folder}: {model.num_params():,} parameters, {model.cfg.n_layer} layers × {model.cfg.n_head} heads, "
           f"T = {len(ids)}")
 
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     position = len(ids) - 1
     one_trace = time_calls(lambda: interp.trace(model, cap.ids, position, cap, tokenizer), REPEATS)
     tr = interp.trace(model, cap.ids, position, cap, tokenizer)
-    steps = step_update_times(model, tokenizer, tr, text)
+    steps = step_update_times(model, tokenizer, tr)
     slowest = max(range(len(steps)), key=steps.__getitem__)
     print(f"once per text: hooked forward pass {forward * 1e3:.0f} ms; once per position: trace "
           f"{one_trace * 1e3:.0f} ms")

@@ -134,7 +134,7 @@ def show_bug(error: Exception) -> None:
         st.code("".join(traceback.format_exception(error)), language=None)
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def job_registry():
     """The one JobRegistry of this server process, shared by every tab and page."""
     from .jobs import JobRegistry

@@ -15,7 +15,7 @@ from gptcore.model import GPT, Attention, Block
 from gptcore.sources import CorpusSource, tinystories_cached
 
 TUTORIAL = GPTConfig()
-OUR_VOCAB = st.cache_data(anatomy.builtin_vocab)()  # the Train page's default corpus
+OUR_VOCAB = st.cache_data(anatomy.builtin_vocab, show_spinner=False)()  # the Train page's default corpus
 TUTORIAL_LOG = """vocab 74, params 810,624
 step    0  train 4.495  val 3.523
 step  500  train 1.005  val 1.105
@@ -30,8 +30,8 @@ def first_step(kind: str) -> dict:
     return {**log, "params": GPT(replace(TUTORIAL, vocab_size=log["vocab"])).num_params()}
 
 
-breakdown = st.cache_data(anatomy.breakdown, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
-forward_shapes = st.cache_data(anatomy.forward_shapes, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
+breakdown = st.cache_data(anatomy.breakdown, show_spinner=False, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
+forward_shapes = st.cache_data(anatomy.forward_shapes, show_spinner=False, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
 
 
 def choice_name(value: str) -> str:

@@ -12,7 +12,7 @@ from gptcore.model import Attention
 
 LEAK_JOB = "mask-leak"  # a name, shown as is in the sidebar and in a refusal
 LEAK_COLORS = ("#1f77b4", "#d62728")
-text_attention = st.cache_data(avg.text_attention)
+text_attention = st.cache_data(avg.text_attention, show_spinner=False)
 
 
 def tr(key: str, **values) -> str:

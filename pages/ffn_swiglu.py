@@ -10,11 +10,11 @@ from gptcore.model import FeedForward
 
 MULTIPLES = [1, 8, 64, 128, 256]
 
-activation_curves = st.cache_data(ffn.activation_curves)
-ffn_budget = st.cache_data(ffn.ffn_budget)
+activation_curves = st.cache_data(ffn.activation_curves, show_spinner=False)
+ffn_budget = st.cache_data(ffn.ffn_budget, show_spinner=False)
 
 
-@st.cache_data
+@st.cache_data(show_spinner=False)
 def gate_readout(d_model: int, n_tokens: int, seed: int):
     layer = ffn.feedforward(d_model, swiglu_hidden(d_model), seed=seed)
     readout = ffn.gate_readout(layer, ffn.sample_tokens(n_tokens, d_model, seed + 1))

@@ -18,7 +18,7 @@ CONSENSUS = {"d_ff": "d_ff / d_model", "heads": "n_head × d_head", "aspect": "d
              "regularization": None}  # row → its name when that is an identifier, else from the catalog
 Z_TEXT = "Once upon a time, there was a little girl named Lily"
 
-stability_curves = st.cache_data(hp.stability_curves)
+stability_curves = st.cache_data(hp.stability_curves, show_spinner=False)
 
 
 def choice_name(value: str) -> str:

@@ -236,7 +236,7 @@ if finder_tab.open:  # lazy: only the open tab computes and ships its figures
         else:
             scores, report = ins.repeated_sequence_scores(model)
             st.caption(t("inspector.finder.repeated", n=report.n_sequences, length=report.length))
-            st.code("".join(ins.repeated_sequence_example(tokenizer, report.length)), language=None)
+            st.code("".join(ins.repeated_sequence_example(tokenizer, report.length)), language=None, wrap_lines=True)
             first, second = st.columns(2)
             first.metric(t("inspector.finder.first_copy"), f"{report.copy_losses[0]:.2f}")
             second.metric(t("inspector.finder.second_copy"), f"{report.copy_losses[1]:.2f}",

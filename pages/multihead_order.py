@@ -17,7 +17,7 @@ TRAINED_TEXT = "Lily saw a red ball. Lily took the red ball home."
 INSPECT_TEXT = "inspect-text"  # the Inspect page's text widget
 PAGE = "multihead_order"
 
-attention_costs = st.cache_data(mh.attention_costs)
+attention_costs = st.cache_data(mh.attention_costs, show_spinner=False)
 
 
 def tr(key: str, **values) -> str:

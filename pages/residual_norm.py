@@ -15,7 +15,7 @@ NORM_RACE_KIND = "norm type race"
 COLORS = {v.label: c for v, c in zip(norms.ALL_VARIANTS, ("#1f77b4", "#17becf", "#d62728", "#ff7f0e"))}
 NORM_COLORS = {"RMSNorm": "#1f77b4", "LayerNorm": "#2ca02c"}
 
-time_norms = st.cache_data(norms.time_norms)
+time_norms = st.cache_data(norms.time_norms, show_spinner=False)
 registry = job_registry()
 
 

@@ -14,11 +14,11 @@ N_KEYS = 32
 N_QUERIES = 2_000  # one set of draws per d behind the bars, the table and the curve
 PAGE = "sqrt_d_scaling"
 
-variance_table = st.cache_data(scaling.variance_table)
-score_samples = st.cache_data(scaling.score_samples)
-attention_stats = st.cache_data(scaling.attention_stats)
-entropy_vs_d = st.cache_data(scaling.entropy_vs_d)
-attention_rows = st.cache_data(scaling.attention_rows)
+variance_table = st.cache_data(scaling.variance_table, show_spinner=False)
+score_samples = st.cache_data(scaling.score_samples, show_spinner=False)
+attention_stats = st.cache_data(scaling.attention_stats, show_spinner=False)
+entropy_vs_d = st.cache_data(scaling.entropy_vs_d, show_spinner=False)
+attention_rows = st.cache_data(scaling.attention_rows, show_spinner=False)
 
 
 def tr(key: str, **values) -> str:
@@ -60,7 +60,7 @@ st.header(tr("gradient.heading"))
 st.markdown(tr("gradient.body"))
 factor = st.select_slider(tr("gradient.slider"), [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64], value=16,
                           key="scaling-factor")
-grad = st.cache_data(scaling.gradient_vs_scale)()
+grad = st.cache_data(scaling.gradient_vs_scale, show_spinner=False)()
 names = {"jacobian norm": tr("gradient.norm"), "largest weight": tr("gradient.largest")}
 left, right = st.columns([3, 2])
 left.plotly_chart(jacobian_figure(grad, factor, names, tr("gradient.curve_title"), tr("gradient.factor")),

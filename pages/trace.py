@@ -242,41 +242,56 @@ def with_progress(label: str, sweep, *args):
     return result
 
 
+@st.fragment
+def ablation_tab() -> None:
+    st.markdown(t("trace.ablation.intro"))
+    chosen = st.multiselect(t("trace.ablation.components"), interp.components(model), key="trace-ablate",
+                            help=t("trace.ablation.components_help"), placeholder=t("trace.ablation.placeholder"))
+    mode = st.radio(t("trace.ablation.mode"), interp.ABLATIONS, key="trace-ablate-mode", horizontal=True,
+                    format_func=lambda m: t(f"trace.ablation.modes.{m}"))
+    if T < 2:
+        st.info(t("trace.ablation.too_short"))
+        return
+    if chosen:
+        ablation = interp.ablate(model, cap, chosen, mode)
+        before, after = ablation.loss
+        a, b, c = st.columns(3)
+        a.metric(t("trace.ablation.loss_before"), f"{before:.3f}")
+        b.metric(t("trace.ablation.loss_after"), f"{after:.3f}", f"{after - before:+.3f}", delta_color="inverse")
+        c.metric(t("trace.ablation.prediction"), f"'{vocab[int(ablation.logits[position].argmax())]}'",
+                 help=t("trace.ablation.prediction_help", before=vocab[int(tr.logits.argmax())]))
+        probs = ins.sampling_distribution(ablation.logits[position], temperature, top_k_or_none)
+        st.plotly_chart(figs.top_bars(probs, vocab, t("trace.ablation.probs_title", position=position), real_next),
+                        key="trace-ablation-probs", config={"displayModeBar": False})
+    sweep_key = ("sweep", name, ids, mode)
+    if st.button(t("trace.ablation.sweep"), key="trace-sweep"):
+        st.session_state["trace-sweep-result"] = (sweep_key, with_progress(
+            t("trace.ablation.sweeping"), interp.ablation_sweep, model, cap, mode))
+    result = st.session_state.get("trace-sweep-result")
+    if result and result[0] == sweep_key:
+        frame = result[1]
+        title = t("trace.ablation.sweep_title", mode=t(f"trace.ablation.modes.{mode}"))
+        st.plotly_chart(figs.sweep_bars(frame, title), key="trace-sweep-bars", config={"displayModeBar": False})
+        st.caption(t("trace.ablation.sweep_caption", head=frame.loc[0, "component"],
+                     increase=frame.loc[0, "loss increase"]))
+
+
 if open_tab["ablation"].open:
     with open_tab["ablation"]:
-        st.markdown(t("trace.ablation.intro"))
-        chosen = st.multiselect(t("trace.ablation.components"), interp.components(model), key="trace-ablate",
-                                help=t("trace.ablation.components_help"), placeholder=t("trace.ablation.placeholder"))
-        mode = st.radio(t("trace.ablation.mode"), interp.ABLATIONS, key="trace-ablate-mode", horizontal=True,
-                        format_func=lambda m: t(f"trace.ablation.modes.{m}"))
-        if T < 2:
-            st.info(t("trace.ablation.too_short"))
-        elif chosen:
-            ablation = interp.ablate(model, cap, chosen, mode)
-            before, after = ablation.loss
-            a, b, c = st.columns(3)
-            a.metric(t("trace.ablation.loss_before"), f"{before:.3f}")
-            b.metric(t("trace.ablation.loss_after"), f"{after:.3f}", f"{after - before:+.3f}", delta_color="inverse")
-            c.metric(t("trace.ablation.prediction"), f"'{vocab[int(ablation.logits[position].argmax())]}'",
-                     help=t("trace.ablation.prediction_help", before=vocab[int(tr.logits.argmax())]))
-            probs = ins.sampling_distribution(ablation.logits[position], temperature, top_k_or_none)
-            st.plotly_chart(figs.top_bars(probs, vocab, t("trace.ablation.probs_title", position=position), real_next),
-                            key="trace-ablation-probs", config={"displayModeBar": False})
-        sweep_key = ("sweep", name, ids, mode)
-        if st.button(t("trace.ablation.sweep"), key="trace-sweep", disabled=T < 2):
-            st.session_state["trace-sweep-result"] = (sweep_key, with_progress(
-                t("trace.ablation.sweeping"), interp.ablation_sweep, model, cap, mode))
-        result = st.session_state.get("trace-sweep-result")
-        if result and result[0] == sweep_key:
-            frame = result[1]
-            title = t("trace.ablation.sweep_title", mode=t(f"trace.ablation.modes.{mode}"))
-            st.plotly_chart(figs.sweep_bars(frame, title), key="trace-sweep-bars", config={"displayModeBar": False})
-            st.caption(t("trace.ablation.sweep_caption", head=frame.loc[0, "component"],
-                         increase=frame.loc[0, "loss increase"]))
+        ablation_tab()
 
 
 # --- activation patching ----------------------------------------------------------------------------------------------
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def patched_heads(path: str, mtime: float, clean: str, corrupted: str, good: str, bad: str):
+    """The pair run and checked, and the share each head restores: kept while the prompts stay as they are."""
+    model, tokenizer, _ = load_cached(path, mtime)
+    setup = interp.patching_setup(model, tokenizer, clean, corrupted, good, bad)
+    return setup, interp.patch_heads(model, setup).numpy()
+
+
+@st.fragment
 def patching_tab() -> None:
     st.markdown(t("trace.patching.intro"))
     pairs = {p.id: p for p in interp.PATCHING_PAIRS}
@@ -290,7 +305,7 @@ def patching_tab() -> None:
     good = c1.text_input(t("trace.patching.clean_answer"), pair.clean_answer, key=f"trace-good-{pair.id}")
     bad = c2.text_input(t("trace.patching.corrupted_answer"), pair.corrupted_answer, key=f"trace-bad-{pair.id}")
     try:
-        setup = interp.patching_setup(model, tokenizer, clean, corrupted, good, bad)
+        setup, heads = patched_heads(*key, clean, corrupted, good, bad)
     except UserError as e:
         st.error(say(e))
         return
@@ -298,7 +313,6 @@ def patching_tab() -> None:
     a.metric(t("trace.patching.clean_difference"), f"{setup.clean_difference:+.2f}")
     b.metric(t("trace.patching.corrupted_difference"), f"{setup.corrupted_difference:+.2f}")
     st.caption(t("trace.patching.measure", good=vocab[setup.good], bad=vocab[setup.bad]))
-    heads = interp.patch_heads(model, setup).numpy()
     st.plotly_chart(figs.head_grid(heads, t("trace.patching.heads_title"), t("trace.fig.restored")),
                     key="trace-patch-heads", config={"displayModeBar": False})
     best = np.unravel_index(np.nanargmax(heads), heads.shape)

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from browser_support import wait_for_app
 
+from gptcore import checkpoint as ckpt
+from gptcore.runs import SHIPPED
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts"
@@ -88,7 +91,7 @@ def test_inspector_page_renders_in_chromium(server_url):
             page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=60_000)
             # the grid and the enlarged head of the first tab are drawn by Plotly in the browser
             page.locator(".js-plotly-plot .heatmaplayer").nth(1).wait_for(timeout=60_000)
-            assert page.get_by_role("combobox", name="Checkpoint").input_value() == "shipped-tiny"
+            assert page.get_by_role("combobox", name="Checkpoint").input_value() == SHIPPED
             assert page.locator("[data-testid='stException']").count() == 0
             screenshot(page, ARTIFACTS / "inspector-attention.png")
             # exports: Plotly's modebar PNG, our HTML copy, the attention tensor as NPY
@@ -96,7 +99,7 @@ def test_inspector_page_renders_in_chromium(server_url):
             grid.hover()
             with page.expect_download(timeout=60_000) as png:
                 grid.locator('.modebar-btn[data-title="Download plot as a PNG"]').click()
-            assert png.value.suggested_filename == "attention-grid-shipped-tiny.png"
+            assert png.value.suggested_filename == f"attention-grid-{SHIPPED}.png"
             with page.expect_download(timeout=60_000) as html:
                 page.get_by_role("button", name="Download as HTML").first.click()
             assert "plotly" in Path(html.value.path()).read_text()[:100_000].lower()
@@ -113,7 +116,8 @@ def test_inspector_page_renders_in_chromium(server_url):
                 screenshot(page, ARTIFACTS / shot)
             # the slider's default is the final step: the grid and the score curves of "Over training" are drawn
             page.locator(".js-plotly-plot .heatmaplayer").first.wait_for(timeout=60_000)
-            assert page.get_by_text("Attention at step 2000").count() >= 1
+            final_step = ckpt.load_checkpoint(ckpt.CHECKPOINT_ROOT / SHIPPED).meta["step"]
+            assert page.get_by_text(f"Attention at step {final_step}").count() >= 1
             assert page.locator(".js-plotly-plot").count() == 2
         finally:
             browser.close()
