@@ -10,16 +10,21 @@
     python -m bench.memmap             peak memory of training from a memory-mapped token file, against its size
     python -m bench.training_latency   click-to-update latency of the Train page during a run (Playwright)
     python -m bench.trace              the Trace page: a step click, the ablation sweep, head × position patching
+    python -m bench.whole_process      the training step as a user times it: the tutorial's script vs our CLI
+    python -m bench.browser_latency    click-to-figure and page-open times in Chromium, payload bytes per rerun
+    python -m bench.corpus_memory      peak memory of reading and training on a large upload
 
 `python -m gptcore bench NAME [flags]` runs the same (NAME as above, with - for _; step when omitted).
 See bench/README.md for the figures.
 """
 import importlib
+from pathlib import Path
 
 import gptcore  # noqa: F401  (before any benchmark loads torch: it sets OMP_WAIT_POLICY)
 
-NAMES = ("step", "inference", "time-to-loss", "muon", "thread-policy", "inspector", "corpus", "training-latency",
-         "memmap", "trace")
+HELPERS = {"common"}  # modules shared by the benchmarks, not benchmarks themselves
+NAMES = tuple(sorted(p.stem.replace("_", "-") for p in Path(__file__).parent.glob("[a-z]*.py")
+                     if p.stem not in HELPERS))
 
 
 def main(argv: list[str]) -> int:
