@@ -1,14 +1,16 @@
 """The Train page's New-run form: widgets generated from the config field tables, and the form's state.
 
-Each field's widget, range, step, label and help come from its `gptcore.config.Setting`. The widgets set no
-min/max of their own: a browser number input refuses a value outside them without telling Python, which then
-trains with the previous value while the field shows the new one. Here every typed value reaches Python, the
-field's own validation judges it, and Start stays off, with the reason, until every field is valid.
+Each field's widget, range, step, label and help come from its `gptcore.config.Setting` (shown in the tab's
+language with i18n.label / help_text / choice). The widgets set no min/max of their own: a browser number input
+refuses a value outside them without telling Python, which then trains with the previous value while the field
+shows the new one. Here every typed value reaches Python, the field's own validation judges it, and Start stays
+off, with the reason, until every field is valid.
 
 The form lives in the URL (`bind="query-params"`): a reload, a bookmark or a shared link gives back the same
 form in that tab and only that tab. Each widget's default is the chosen preset's value, so the URL holds just the
 preset and what was changed from it. (A file on the server would be shared by every visitor of a classroom
-server; session state alone dies with a reload.)
+server; session state alone dies with a reload.) Widget keys and values are identifiers, never words, so a
+language switch changes what the form says and nothing it holds.
 """
 from __future__ import annotations
 
@@ -25,22 +27,21 @@ from gptcore.describe import count_params
 from gptcore.device import accelerators
 from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
-from gptcore.sources import CorpusSource, allowed_path, data_folder, tinystories_cached
+from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
 
 from . import training
-from .i18n import say
+from .i18n import choice, help_text, label, say, t
 from .jobs import JobRefused
 from .ui import job_registry
 
 ss = st.session_state
 PREFIX = {GPTConfig: "tr_m_", TrainConfig: "tr_t_"}
-SOURCE_KINDS = {"builtin": "Built-in stories", "upload": "Upload a text file", "file": "A file on the server",
-                "tinystories": "TinyStories validation split (download)"}
 CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_builtin_seed": 0, "tr_path": "",
                    "tr_max_chars": 1_000_000}
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
 KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
+MANY_CHARACTERS = 1_000  # from here on the two character tables are the story of the parameter count
 
 
 # ---------------------------------------------------------------- state
@@ -84,15 +85,6 @@ def values(cls) -> dict:
                                    for s in widget_settings(cls) if shown(s, cls)}}
 
 
-def problems(cls) -> dict[str, Message]:
-    """{label: message} of the shown fields whose value is not allowed."""
-    found = {}
-    for s in widget_settings(cls):
-        if shown(s, cls) and (message := s.problem(ss.get(PREFIX[cls] + s.name))) is not None:
-            found[s.label] = message
-    return found
-
-
 def vocab_size(tokenizer) -> int:
     """The vocabulary a new run will have: the corpus's characters, or at most the BPE size asked for."""
     return ss.tr_t_bpe_vocab if ss.get("tr_t_tokenizer") == "bpe" else tokenizer.vocab_size
@@ -108,22 +100,18 @@ def train_config() -> TrainConfig:
 
 # ---------------------------------------------------------------- widgets
 
-def field_help(s: Setting) -> str:
-    return f"{s.help}\n\nAllowed: {s.range_text()}."
-
-
 def field_widget(container, s: Setting, key: str, default) -> None:
     """The widget of one field: a toggle, a selectbox of its choices, or a number input with its step."""
-    common = dict(key=key, help=field_help(s), **KEEP)
+    common = dict(key=key, help=t("training.form.allowed", help=help_text(s), range=say(s.range_text())), **KEEP)
     if s.name == "device":  # a choice only where this machine has an accelerator
         common["disabled"] = not accelerators()
     if s.kind is bool:
-        container.toggle(s.label, value=default, **common)
+        container.toggle(label(s), value=default, **common)
     elif s.choices:
-        container.selectbox(s.label, list(s.choices), index=list(s.choices).index(default),
-                            format_func=lambda v, names=s.choices: names.get(v, v), **common)
+        container.selectbox(label(s), list(s.choices), index=list(s.choices).index(default),
+                            format_func=lambda v, s=s: choice(s, v), **common)
     else:
-        container.number_input(s.label, value=default, step=s.step, format="%g" if s.kind is float else None,
+        container.number_input(label(s), value=default, step=s.step, format="%g" if s.kind is float else None,
                                **common)
 
 
@@ -131,7 +119,7 @@ def field_inputs(cls, columns) -> dict[str, Message]:
     """Every widget field of cls, alternating between two columns, its problem (if any) under it.
 
     A field that does not apply now (warmup with a constant schedule) leaves its slot empty, so no other field
-    changes column. Returns {label: message} of the invalid ones.
+    changes column. Returns {field name: message} of the invalid ones.
     """
     preset, found = recipe_configs()[cls], {}
     for i, s in enumerate(widget_settings(cls)):
@@ -141,7 +129,7 @@ def field_inputs(cls, columns) -> dict[str, Message]:
         field_widget(column, s, key, getattr(preset, s.name))
         if (message := s.problem(ss.get(key))) is not None:
             column.error(say(message))
-            found[s.label] = message
+            found[s.name] = message
     return found
 
 
@@ -162,7 +150,8 @@ def file_stamp(source: CorpusSource):
 
 # A resource, not data: st.cache_data would hand every rerun its own unpickled copy of a text that may be 60 MB
 # (and hash the upload's bytes each time). The corpus and its tokenizer are never changed after they are made.
-@st.cache_resource(max_entries=2, show_spinner="Preparing the corpus…")
+# (corpus_for says what it waits for, in the tab's language.)
+@st.cache_resource(max_entries=2, show_spinner=False)
 def cached_corpus(source: CorpusSource, upload_id: str | None, stamp, _upload=None):
     corpus = source.load(_upload.getvalue() if _upload is not None else None)
     return corpus, CharTokenizer.from_text(corpus.text)
@@ -179,7 +168,8 @@ def corpus_for(source: CorpusSource, upload_key: str = "tr_upload"):
     if source.kind == "file" and source.path.strip():
         source = replace(source, path=str(allowed_path(source.path.strip())))
     upload = ss.get(upload_key) if source.kind == "upload" else None
-    return cached_corpus(source, upload.file_id if upload else None, file_stamp(source), upload)
+    with st.spinner(t("training.corpus.preparing")):  # (shown only if it takes over half a second)
+        return cached_corpus(source, upload.file_id if upload else None, file_stamp(source), upload)
 
 
 def corpus_context() -> str:
@@ -210,33 +200,33 @@ def server_folders_note() -> Message:
 
 def corpus_inputs():
     """Corpus widgets; the corpus's tokenizer, or None (with the reason shown) when it cannot be trained on."""
-    st.radio("Source", list(SOURCE_KINDS), format_func=SOURCE_KINDS.get, key="tr_source", **KEEP)
+    st.radio(t("training.corpus.source"), KINDS, format_func=lambda k: t(f"training.corpus.sources.{k}"),
+             key="tr_source", **KEEP)
     kind = ss.tr_source
     if kind == "builtin":
         a, b = st.columns([3, 2])
-        a.number_input("Characters", value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
+        a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
                        key="tr_builtin_chars", **KEEP)
-        b.number_input("Story seed", value=0, step=1, key="tr_builtin_seed", **KEEP)
+        b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
     elif kind == "upload":
-        st.file_uploader("UTF-8 text file", type=["txt", "md", "text"], key="tr_upload")
+        st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":
-        st.text_input("Path on the server", value="", key="tr_path", placeholder="/path/to/stories.txt", **KEEP)
+        st.text_input(t("training.corpus.path"), value="", key="tr_path", placeholder="/path/to/stories.txt", **KEEP)
         st.caption(say(server_folders_note()))
     else:
         download_tinystories()
     if kind != "builtin":
-        st.number_input("Use the first N characters (0 = all)", value=CORPUS_DEFAULTS["tr_max_chars"],
-                        step=100_000, key="tr_max_chars", help="The tutorial trains on the first 1,000,000 characters.",
-                        **KEEP)
+        st.number_input(t("training.corpus.max_chars"), value=CORPUS_DEFAULTS["tr_max_chars"], step=100_000,
+                        key="tr_max_chars", help=t("training.corpus.max_chars_help"), **KEEP)
     if kind == "upload" and ss.get("tr_upload") is None:
-        st.info("Choose a UTF-8 text file to train on.")  # nothing went wrong yet
+        st.info(t("training.corpus.choose_file"))  # nothing went wrong yet
         return None
     try:
         corpus, tokenizer = corpus_for(current_source())
     except CorpusError as e:
         st.error(say(e))
         return None
-    st.caption(f"{len(corpus.text):,} characters · {tokenizer.vocab_size:,} distinct · 90% train / 10% validation")
+    st.caption(t("training.corpus.summary", chars=len(corpus.text), distinct=tokenizer.vocab_size))
     if problem := corpus_problem(corpus, tokenizer):
         st.error(say(problem))
         return None
@@ -245,42 +235,44 @@ def corpus_inputs():
 
 def download_tinystories() -> None:
     if tinystories_cached():
-        st.caption("TinyStories' validation split is downloaded.")
+        st.caption(t("training.corpus.downloaded"))
         return
-    st.caption(f"Fetched once from Hugging Face (needs internet access) into `{DOWNLOAD_CACHE}`.")
-    if st.button("Download", key="tr_download"):
-        bar = st.progress(0.0, text="connecting…")
+    st.caption(t("training.corpus.fetched_once", cache=DOWNLOAD_CACHE))
+    if st.button(t("training.corpus.download"), key="tr_download"):
+        bar = st.progress(0.0, text=t("training.corpus.connecting"))
 
         def progress(done: int, total: int | None):
-            bar.progress(min(1.0, done / total) if total else 0.0, text=f"{done / 1e6:.1f} MB")
+            bar.progress(min(1.0, done / total) if total else 0.0, text=t("training.corpus.megabytes", mb=done / 1e6))
 
         try:
             CorpusSource("tinystories").load(progress=progress)
-            bar.progress(1.0, text="done")
+            bar.progress(1.0, text=t("training.corpus.done"))
         except CorpusError as e:
+            bar.empty()
             st.error(say(e))
 
 
 # ---------------------------------------------------------------- what the numbers mean
 
 def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
-    """Sentences on where the parameters are: the token tables grow with the vocabulary, 2·d_model each."""
+    """Sentences on where the parameters are: the embedding and the head hold V·d each, so the count grows by
+    2·d_model per character (a Chinese text's thousands of characters make these tables most of the model)."""
     total, d, vocab = count_params(cfg), cfg.d_model, cfg.vocab_size
     tables = 2 * d * vocab
-    unit = "BPE token" if bpe else "character"
-    notes = [f"The embedding and the output head hold d_model = {d} numbers per {unit} each, {2 * d} per "
-             f"{unit} in all: {tables:,} of the {total:,} ({tables / total:.0%}) for these {vocab:,} {unit}s."]
+    numbers = dict(d=d, two_d=2 * d, tables=tables, total=total, share=tables / total, vocab=vocab)
+    notes = [t("training.params.tables_bpe" if bpe else "training.params.tables", **numbers)]
     if bpe:
         return notes
-    if tables > total / 2:
-        notes.append(f"Most of this model is its two character tables: a text with thousands of distinct "
-                     f"characters (Chinese, say) pays {2 * d} parameters for each, whatever the layers hold.")
-    if vocab != TUTORIAL.vocab_size and replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
+    if vocab >= MANY_CHARACTERS:
+        notes.append(t("training.params.many_chars", vocab=vocab, d=d, one_table=d * vocab, layers=total - tables,
+                       two_d=2 * d, share=tables / total))
+    if replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
         extra = vocab - TUTORIAL.vocab_size
-        more = "more" if extra > 0 else "fewer"
-        notes.append(f"The tutorial's {count_params(TUTORIAL):,} are at the {TUTORIAL.vocab_size} characters of "
-                     f"its TinyStories copy: {abs(extra):,} {more} characters here, {abs(extra) * 2 * d:,} {more} "
-                     f"parameters.")
+        key = "same" if extra == 0 else "more" if extra > 0 else "fewer"
+        notes.append(t(f"training.params.tutorial_{key}", tutorial=count_params(TUTORIAL),
+                       tutorial_vocab=TUTORIAL.vocab_size, n=abs(extra), params=abs(extra) * 2 * d))
+        if ss.get("tr_source") != "builtin":  # a copy of TinyStories, maybe: the usual source of a different count
+            notes.append(t("training.params.other_copies"))
     return notes
 
 
@@ -296,20 +288,20 @@ def name_problem(name: str) -> Message | None:
     return None
 
 
-def start_blockers(tokenizer, model_problem, train_invalid) -> list[Message | str]:
+def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str, Message]) -> list[str]:
     """Every reason Start is off now, in words."""
     reasons = []
     if (job := job_registry().active()) is not None:
-        reasons.append(f"**{job.state.name}** is {job.state.status}: one run trains at a time, so Start waits "
-                       "until it ends (or is stopped above).")
+        reasons.append(t("training.blockers.busy", name=job.state.name, status=t(f"ui.status.{job.state.status}")))
     if tokenizer is None:
-        reasons.append("Choose a corpus that can be trained on (see Corpus).")
+        reasons.append(t("training.blockers.no_corpus"))
     if model_problem:
-        reasons.append(f"Model: {model_problem}.")
+        reasons.append(t("training.blockers.model", problem=model_problem))
     if train_invalid:
-        reasons.append(f"Training: fix {', '.join(f'**{label}**' for label in train_invalid)}.")
+        fields = ", ".join(f"**{label(settings(TrainConfig)[name])}**" for name in train_invalid)
+        reasons.append(t("training.blockers.training", fields=fields))
     if problem := name_problem(ss.tr_name):
-        reasons.append(message("forms.name_problem", "Run name: {problem}.", problem=problem))
+        reasons.append(say(message("forms.name_problem", "Run name: {problem}.", problem=problem)))
     return reasons
 
 
@@ -377,3 +369,18 @@ def delete_run(run: runs.RunInfo) -> None:
     ss.tr_delete_sure = False
     runs.delete_run(fresh(run))
     ss.pop("tr_manage", None)
+
+
+def import_checkpoint() -> None:
+    """Keep an uploaded checkpoint zip as a run (gptcore.checkpoint.import_checkpoint_zip checks it first)."""
+    upload = ss.get("tr_import_zip")
+    ss.tr_import_feedback = None
+    if upload is None:
+        return
+    try:
+        folder = ckpt.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
+    except ckpt.CheckpointError as e:
+        ss.tr_import_feedback = ("error", e.message)
+        return
+    name = ckpt.shown_name(folder)
+    ss.tr_manage, ss.tr_import_feedback = name, ("success", name)

@@ -11,6 +11,7 @@ TOML, because it holds long multi-line prose readably with comments beside it fo
 step (gettext's .mo files do) and is read by Python's standard library. Two kinds of English are not written in
 the English catalog, because they are written once in the library, where the command line reads them too:
 - the config settings' labels, help and choice names (gptcore.config's field tables), as `settings.<field>.*`;
+- the training presets' names and descriptions (gptcore.recipes), as `training.recipes.<preset>.*`;
 - the messages of gptcore's errors (gptcore.errors.Message), as `messages.<key>`.
 The Chinese catalog translates both: locales/zh/settings.toml, and locales/zh/messages/<first part of the
 key>.toml (the key `data.too_short` lives in messages/data.toml as `too_short`).
@@ -30,6 +31,7 @@ import streamlit as st
 
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.errors import Message, UserError, shown
+from gptcore.recipes import RECIPES
 
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "zh": "中文"}
@@ -60,13 +62,16 @@ def _flatten(table: dict, prefix: str = ""):
 
 
 def settings_entries():
-    """The English of every config field, from gptcore.config's field tables."""
+    """The English of every config field, from gptcore.config's field tables, and of every training preset."""
     for cls in (GPTConfig, TrainConfig):
         for s in settings(cls).values():
             yield f"settings.{s.name}.label", s.label
             yield f"settings.{s.name}.help", s.help
             for value, name in (s.choices or {}).items():
                 yield f"settings.{s.name}.choices.{value}", name
+    for key, recipe in RECIPES.items():
+        yield f"training.recipes.{key}.name", recipe.name
+        yield f"training.recipes.{key}.description", recipe.description
 
 
 def placeholders(text: str) -> set[str]:

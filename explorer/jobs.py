@@ -54,17 +54,24 @@ def release_memory() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+# What each kind of job is called in a message (the pages name their kinds; an unknown kind is shown as it is).
+KIND_NAMES = {"train": message("jobs.kind_train", "train"), "concept demo": message("jobs.kind_demo", "concept demo"),
+              "norm race": message("jobs.kind_norm_race", "norm race"),
+              "norm type race": message("jobs.kind_norm_type_race", "norm type race")}
+
+
 class JobRefused(UserError, RuntimeError):
     """A job could not start because another one is active."""
 
     @staticmethod
     def blocked_by(busy: Job) -> JobRefused:
         state = busy.state
+        kind = KIND_NAMES.get(state.kind, state.kind)
         if state.status == "paused":
             return JobRefused("jobs.paused", "'{name}' ({kind}) is paused, not finished; stop it, or resume it and "
-                              "wait for it to finish, before starting another job.", name=state.name, kind=state.kind)
+                              "wait for it to finish, before starting another job.", name=state.name, kind=kind)
         return JobRefused("jobs.running", "'{name}' ({kind}) is already running; stop it or wait for it to finish "
-                          "before starting another job.", name=state.name, kind=state.kind)
+                          "before starting another job.", name=state.name, kind=kind)
 
 
 @dataclass

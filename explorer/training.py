@@ -20,6 +20,7 @@ from gptcore.errors import Message, message
 from gptcore.train import Diverged, Trainer, diverging_message
 
 from . import i18n
+from .i18n import t
 from .jobs import Job, JobRefused, JobRegistry, JobState
 
 JOB_KIND = "train"
@@ -216,26 +217,46 @@ def listed_runs(registry: JobRegistry) -> list[runs.RunInfo]:
     return training + [r for r in listed if r.name not in names]
 
 
-def run_status(run: runs.RunInfo) -> Message | str:
+def english(key: str, **values) -> str:
+    """A catalog entry in English, for callers outside a page (the command line's tests, a log)."""
+    return i18n.catalog("en")[key].format(**{k: str(v) for k, v in values.items()})
+
+
+def status_word(status: str, words: Callable[..., str] = english) -> str:
+    """A run's or job's status in words; a status no version of this app writes (a hand-edited meta.json) as is."""
+    key = f"ui.status.{status}"
+    return words(key) if key in i18n.catalog("en") else status
+
+
+def run_status(run: runs.RunInfo, words: Callable[..., str] = english) -> str:
     """A run's status for the table, flagged when its loss is diverging."""
-    if run.diverging is None:
-        return run.status
-    return message("training.status_diverging", "{status} · diverging", status=run.status)
+    status = status_word(run.status, words)
+    return status if run.diverging is None else words("training.runs.status_diverging", status=status)
 
 
-def runs_frame(listed: list[runs.RunInfo], show: Callable[[Message | str], str] = str) -> pd.DataFrame:
-    """The runs table; `show` renders each message (i18n.say: in the page's language). Names arrive printable."""
-    return pd.DataFrame({
+COLUMNS = ("run", "status", "progress", "best_val", "final_val", "wall_time", "params", "corpus", "saved")
+
+
+def column(key: str, words: Callable[..., str] = english) -> str:
+    return words(f"training.runs.columns.{key}")
+
+
+def runs_frame(listed: list[runs.RunInfo], show: Callable[[Message | str], str] = str,
+               words: Callable[..., str] = english) -> pd.DataFrame:
+    """The runs table, headed and worded by `words` (i18n.t on the page) with each message rendered by `show`
+    (i18n.say). Names arrive printable."""
+    cells = {
         "run": [r.name for r in listed],
-        "status": [show(run_status(r)) for r in listed],
+        "status": [run_status(r, words) for r in listed],
         "progress": [show(format_step(r.step, r.total_steps)) for r in listed],
-        "best val (estimate)": [r.best_val for r in listed],
-        "final val (whole split)": [r.final_val for r in listed],
-        "wall time": [show(format_duration(r.wall_time)) for r in listed],
+        "best_val": [r.best_val for r in listed],
+        "final_val": [r.final_val for r in listed],
+        "wall_time": [show(format_duration(r.wall_time)) for r in listed],
         "params": [r.params for r in listed],
         "corpus": [show(r.corpus) for r in listed],
         "saved": [datetime.fromtimestamp(int(r.saved)) for r in listed],
-    })
+    }
+    return pd.DataFrame({column(key, words): cells[key] for key in COLUMNS})
 
 
 def run_curves(listed: list[runs.RunInfo]) -> pd.DataFrame:
@@ -254,30 +275,40 @@ def run_curves(listed: list[runs.RunInfo]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def hover() -> str:
+    """The loss charts' hover text: the curve, its step and its loss, in the tab's language."""
+    return f"%{{fullData.name}}<br>{t('training.chart.step')} %{{x:,}}<br>{t('training.chart.loss_short')} " \
+        "%{y:.3f}<extra></extra>"
+
+
 def loss_figure(d: dict) -> go.Figure:
     steps, losses = d.get("curve_step", []), d.get("curve_loss", [])
     fig = go.Figure()
     raw_x, raw_y = thin(steps, losses, LIVE_POINTS)
-    fig.add_scatter(x=raw_x, y=raw_y, name="train (each step)", mode="lines",
+    fig.add_scatter(x=raw_x, y=raw_y, name=t("training.chart.train_raw"), mode="lines",
                     line=dict(color="#9ecae1", width=1))
-    fig.add_scatter(x=raw_x, y=thin(steps, smooth(losses), LIVE_POINTS)[1], name="train (smoothed)",
+    fig.add_scatter(x=raw_x, y=thin(steps, smooth(losses), LIVE_POINTS)[1], name=t("training.chart.train_smoothed"),
                     mode="lines", line=dict(color="#1f77b4", width=2))
     evals = d.get("evals", [])
-    fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name="val (estimate)",
+    fig.add_scatter(x=[e["step"] for e in evals], y=[e["val"] for e in evals], name=t("training.chart.val_estimate"),
                     mode="lines+markers", line=dict(color="#ff7f0e", width=2))
     if d.get("final_val") is not None:
-        fig.add_scatter(x=[d["step"]], y=[d["final_val"]], name="val (whole split)", mode="markers",
+        fig.add_scatter(x=[d["step"]], y=[d["final_val"]], name=t("training.chart.val_whole"), mode="markers",
                         marker=dict(symbol="star", size=14, color="#d62728"))
-    for key, label, dash in (("uniform", "uniform guess ln V", "dash"), ("bigram", "bigram model", "dot")):
+    fig.update_traces(hovertemplate=hover())
+    for key, dash in (("uniform", "dash"), ("bigram", "dot")):
         fig.add_hline(y=d[key], line=dict(color="#888", dash=dash, width=1),
-                      annotation_text=f"{label} {d[key]:.3f}", annotation_position="top right")
+                      annotation_text=t(f"training.chart.{key}", loss=d[key]), annotation_position="top right")
     finite = [v for v in losses if v == v and abs(v) != float("inf")]
     top = min(max(finite[:5] + [d["uniform"]]) + 0.3, 2 * d["uniform"])
     bottom = max(0.0, min(finite + [d["bigram"]]) - 0.3)
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
-                      yaxis_title="loss (nats per character)", legend=dict(orientation="h", y=1.12),
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title=t("training.chart.step"),
+                      yaxis_title=t("training.chart.loss"), legend=dict(orientation="h", y=1.12),
                       xaxis_range=[0, 1.02 * max(d["total_steps"], 1)], yaxis_range=[bottom, top])
     return fig
+
+
+SERIES = {"train (smoothed)": "training.chart.train_smoothed", "val": "training.chart.val_estimate"}  # run_curves'
 
 
 def overlay_figure(frame) -> go.Figure:
@@ -286,12 +317,12 @@ def overlay_figure(frame) -> go.Figure:
     for i, (run, part) in enumerate(frame.groupby("run", sort=False)):
         for series, rows in part.groupby("series"):
             val = series == "val"
-            fig.add_scatter(x=rows["step"], y=rows["loss"], name=f"{run} · {series}",
-                            mode="lines+markers" if val else "lines",
+            fig.add_scatter(x=rows["step"], y=rows["loss"], name=f"{run} · {t(SERIES[series])}",
+                            mode="lines+markers" if val else "lines", hovertemplate=hover(),
                             line=dict(color=colors[i % len(colors)], width=2 if val else 1,
                                       dash=None if val else "dot"))
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title="step",
-                      yaxis_title="loss (nats per character)")
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10), xaxis_title=t("training.chart.step"),
+                      yaxis_title=t("training.chart.loss"))
     return fig
 
 

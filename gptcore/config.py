@@ -144,8 +144,8 @@ class GPTConfig:
     norm_placement: str = setting("pre", "Norm placement", "pre-norm: x + f(norm(x)), the residual stream itself is "
                                   "never normed; post-norm: norm(x + f(x)), as in the original Transformer.",
                                   choices={"pre": "pre-norm", "post": "post-norm"})
-    norm_eps: float = setting(1e-5, "Norm ε", "Added to the variance before the square root, so a zero vector "
-                              "does not divide by zero.", low=0.0, high=1.0, low_open=True, high_open=True,
+    norm_eps: float = setting(1e-5, "Norm ε", "Added under the square root (to the mean square in RMSNorm, to the "
+                              "variance in LayerNorm), so a zero vector does not divide by zero.", low=0.0, high=1.0, low_open=True, high_open=True,
                               widget=False)
     position: str = setting("rope", "Positions", "How the model knows where a character sits: RoPE rotates queries "
                             "and keys by their position, learned adds a trained vector per position (GPT-2), none "

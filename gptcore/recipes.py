@@ -21,12 +21,12 @@ MUON = dict(optimizer="muon", muon_lr=0.02, lr=4e-3, schedule="cosine", min_lr_r
 RECIPES = {
     "tutorial": Recipe(
         "Tutorial recipe",
-        "The tutorial's exact settings: 1,501 steps of batch 32 × context 128, AdamW at a constant 3e-3, "
+        "The tutorial's exact settings: steps 0–1,500 of batch 32 × context 128, AdamW at a constant 3e-3, "
         "PyTorch default init, seed 0.",
         GPTConfig(), TrainConfig()),
     "quick": Recipe(
         "Quick demo",
-        "Half a minute to a minute on two cores: the same model, 201 steps of batch 16 with the fast recipe's "
+        "Half a minute to a minute on two cores: the same model, steps 0–200 of batch 16 with the fast recipe's "
         "optimizer (Muon, cosine schedule). It learns words, spacing and dialogue; for stories, train longer.",
         GPTConfig(), TrainConfig(steps=200, batch_size=16, warmup=20, eval_every=25, sample_every=50,
                                  sample_chars=150, **MUON)),

@@ -198,7 +198,8 @@ def list_runs(root: Path | None = None, live: dict[str, str] | None = None) -> l
     root = Path(root or ckpt.CHECKPOINT_ROOT)
     if not root.is_dir():
         return []
-    found = [read_run(p, live) for p in root.iterdir() if (p / "meta.json").is_file()]
+    # (a name starting with "." is never a run's: an imported checkpoint is unpacked and checked there)
+    found = [read_run(p, live) for p in root.iterdir() if not p.name.startswith(".") and (p / "meta.json").is_file()]
     return sorted(found, key=lambda r: r.saved, reverse=True)
 
 

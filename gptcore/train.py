@@ -346,9 +346,28 @@ class Trainer:
         return found
 
     def check_weights(self) -> None:
-        """Raise Diverged if an update left a NaN or infinity in the weights (before sampling or saving them)."""
+        """Raise Diverged if an update left a NaN or infinity in the weights, or in what they compute (before
+        sampling or saving them). Weights can all be finite and still so large that the forward pass overflows:
+        RMSNorm's backward keeps the gradients finite while they grow, so only the outputs show it."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
             raise Diverged("train.weights_nan", "weights became NaN or infinite by step {step}", step=self.step)
+        if not self._outputs_finite():
+            raise Diverged("train.outputs_nan", "the outputs became NaN or infinite by step {step}",
+                           step=self.step)
+
+    def _outputs_finite(self) -> bool:
+        """Are the logits of the first validation window finite? (One forward pass of one window.)"""
+        context, data = self.cfg.context, self.val_ids
+        window = data[:context].unsqueeze(0) if isinstance(data, torch.Tensor) else \
+            data.windows(torch.zeros(1, dtype=torch.long), context)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), autocast(self.device, self.dtype):
+                logits, _ = self.model(window.to(self.device))
+            return bool(torch.isfinite(logits).all())
+        finally:
+            self.model.train(was_training)
 
     def diverged_message(self, error: Diverged) -> Message:
         """Say what blew up, what was kept, and what to try; mark the kept checkpoint as diverged."""

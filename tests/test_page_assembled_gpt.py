@@ -132,7 +132,7 @@ def test_in_chinese_the_parts_and_the_diagram_are_translated():
     at.query_params["lang"] = "zh"
     at.run()
     assert not at.exception
-    parts = frame(at, "在 GPT 上实数").set_index("部分")
+    parts = frame(at, "在 GPT 上实际计数").set_index("部分")
     assert parts.loc["总计", "公式"] == "词元嵌入 + 全部 4 个块 + 最终 RMSNorm + 输出头"
     assert parts.loc["总计", "参数量"] == 810624 and parts.loc["一个块", "公式"] == "以上三项之和"
     assert "块 × 4（前置归一化）" in diagram_text(at) and "注意力<br>4 个头 × 32<br>因果，RoPE" in diagram_text(at)

@@ -62,9 +62,9 @@ def test_in_chinese_the_tables_and_figures_are_translated_and_the_numbers_stay()
     at.query_params["lang"] = "zh"
     at.run()
     assert not at.exception
-    budget = frame(at, "FeedForward 实数")
+    budget = frame(at, "FeedForward 实际计数")
     assert budget["前馈网络"].tolist() == ["ReLU/GELU MLP，d_ff = 4·d", "SwiGLU，d_ff = 8/3·d → 取 8 的倍数",
                                        "SwiGLU，d_ff = 4·d（不缩小）"]
-    assert budget["公式"].tolist() == budget["FeedForward 实数"].tolist() == [131072, 132096, 196608]
+    assert budget["公式"].tolist() == budget["FeedForward 实际计数"].tolist() == [131072, 132096, 196608]
     assert [t["x"] for t in chart(at, "ffn-budget-bars")] == [budget["前馈网络"].tolist()]
     assert metrics(at)["d_ff（取整后）"] == "344"

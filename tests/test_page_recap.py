@@ -36,6 +36,6 @@ def test_the_pointers_onward_are_all_there():
 
 def test_in_chinese():
     at = run_page("recap.py", "zh")
-    scale = frame(at, "是本模型的倍数").set_index("模型")
-    assert scale.loc["本应用的 GPT", "词元"] == "字符" and scale.loc["GPT-2 XL", "参数量"] == 1_557_611_200
-    assert [h.value for h in at.header] == ["值得记住的三件事", "从这个模型到 GPT-2", "现代模型还加了什么"]
+    scale = frame(at, "本模型的倍数").set_index("模型")
+    assert scale.loc["本应用的 GPT", "词元类型"] == "字符" and scale.loc["GPT-2 XL", "参数量"] == 1_557_611_200
+    assert [h.value for h in at.header] == ["三条要点", "从这个模型到 GPT-2", "现代模型还加了什么"]
