@@ -101,15 +101,20 @@ def train_config() -> TrainConfig:
 # ---------------------------------------------------------------- widgets
 
 def field_widget(container, s: Setting, key: str, default) -> None:
-    """The widget of one field: a toggle, a selectbox of its choices, or a number input with its step."""
-    common = dict(key=key, help=t("training.form.allowed", help=help_text(s), range=say(s.range_text())), **KEEP)
+    """The widget of one field: a toggle, a selectbox of its choices, or a number input with its step (whose help
+    says the range: a toggle or a list of choices shows what it allows by itself). Option names are looked up
+    once, in the tab's language, so format_func never depends on when it is called."""
+    number = s.kind is not bool and not s.choices
+    common = dict(key=key, help=t("training.form.allowed", help=help_text(s), range=say(s.range_text())) if number
+                  else help_text(s), **KEEP)
     if s.name == "device":  # a choice only where this machine has an accelerator
         common["disabled"] = not accelerators()
     if s.kind is bool:
         container.toggle(label(s), value=default, **common)
     elif s.choices:
-        container.selectbox(label(s), list(s.choices), index=list(s.choices).index(default),
-                            format_func=lambda v, s=s: choice(s, v), **common)
+        names = {value: choice(s, value) for value in s.choices}
+        container.selectbox(label(s), list(s.choices), index=list(s.choices).index(default), format_func=names.get,
+                            **common)
     else:
         container.number_input(label(s), value=default, step=s.step, format="%g" if s.kind is float else None,
                                **common)
@@ -200,8 +205,8 @@ def server_folders_note() -> Message:
 
 def corpus_inputs():
     """Corpus widgets; the corpus's tokenizer, or None (with the reason shown) when it cannot be trained on."""
-    st.radio(t("training.corpus.source"), KINDS, format_func=lambda k: t(f"training.corpus.sources.{k}"),
-             key="tr_source", **KEEP)
+    names = {kind: t(f"training.corpus.sources.{kind}") for kind in KINDS}
+    st.radio(t("training.corpus.source"), KINDS, format_func=names.get, key="tr_source", **KEEP)
     kind = ss.tr_source
     if kind == "builtin":
         a, b = st.columns([3, 2])

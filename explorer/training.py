@@ -229,9 +229,11 @@ def status_word(status: str, words: Callable[..., str] = english) -> str:
 
 
 def run_status(run: runs.RunInfo, words: Callable[..., str] = english) -> str:
-    """A run's status for the table, flagged when its loss is diverging."""
+    """A run's status for the table, flagged when its loss is diverging (a run that diverged says so already)."""
     status = status_word(run.status, words)
-    return status if run.diverging is None else words("training.runs.status_diverging", status=status)
+    if run.diverging is None or run.status == "diverged":
+        return status
+    return words("training.runs.status_diverging", status=status)
 
 
 COLUMNS = ("run", "status", "progress", "best_val", "final_val", "wall_time", "params", "corpus", "saved")

@@ -662,16 +662,17 @@ def _zip_members(z: zipfile.ZipFile, limit: int) -> tuple[str | None, dict[str, 
             raise CheckpointError("checkpoint.zip_foreign_file", "the zip holds {member}, which is not a file of a "
                                   "checkpoint (model.safetensors, optimizer.safetensors, meta.json, config.json, "
                                   "snapshots/step_NNNNNN.safetensors): refused", member=name)
+        folders.add(folder)
+        if len(folders) > 1:
+            raise CheckpointError("checkpoint.zip_folders", "the zip holds the files of more than one checkpoint "
+                                  "({folders}): give one at a time", folders=", ".join(sorted(f or "." for f in
+                                                                                            folders)))
         if inside in files:
             raise CheckpointError("checkpoint.zip_twice", "the zip holds {member} twice: refused", member=inside)
         if info.flag_bits & 0x1 or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise CheckpointError("checkpoint.zip_packing", "{member} in the zip is encrypted or packed in a way this "
                                   "app does not read: make the zip with Download checkpoint", member=name)
-        folders.add(folder)
         files[inside] = info
-    if len(folders) > 1:
-        raise CheckpointError("checkpoint.zip_folders", "the zip holds the files of more than one checkpoint "
-                              "({folders}): give one at a time", folders=", ".join(sorted(str(f) for f in folders)))
     for needed in ("model.safetensors", "meta.json"):
         if needed not in files:
             raise CheckpointError("checkpoint.zip_missing", "the zip holds no {file}: a checkpoint zip, as Download "
@@ -682,19 +683,14 @@ def _zip_members(z: zipfile.ZipFile, limit: int) -> tuple[str | None, dict[str, 
     return next(iter(folders)), files
 
 
-def _unpack(z: zipfile.ZipFile, files: dict[str, zipfile.ZipInfo], folder: Path, limit: int) -> None:
-    """Write the files into folder, counting the bytes as they come (an entry's stated size may lie)."""
-    total = 0
+def _unpack(z: zipfile.ZipFile, files: dict[str, zipfile.ZipInfo], folder: Path) -> None:
+    """Write the files into folder. zipfile never hands out more than an entry's stated size (and checks its CRC),
+    so the sum _zip_members checked bounds what is written."""
     for inside, info in files.items():
         target = folder / inside
         target.parent.mkdir(parents=True, exist_ok=True)
         with z.open(info) as src, open(target, "wb") as out:
-            while chunk := src.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise CheckpointError("checkpoint.zip_too_big", "the checkpoint unpacks to more than {limit:,} "
-                                          "bytes: refused", limit=limit)
-                out.write(chunk)
+            shutil.copyfileobj(src, out, 1 << 20)
 
 
 def _check_unpacked(folder: Path) -> None:
@@ -738,7 +734,7 @@ def import_checkpoint_zip(data: bytes, name: str | None = None, root: Path | Non
             unpacked = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.import"
             try:
                 make_folder(unpacked)
-                _unpack(z, files, unpacked, limit)
+                _unpack(z, files, unpacked)
                 _check_unpacked(unpacked)
                 if target.exists():  # (made while this one was unpacking)
                     raise CheckpointError("checkpoint.name_taken", "a checkpoint named '{name}' already exists",

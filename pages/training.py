@@ -109,8 +109,9 @@ def model_inputs(tokenizer) -> str | None:
 
 
 def new_run_tab() -> None:
-    st.selectbox(t("training.form.preset"), list(RECIPES), format_func=lambda k: t(f"training.recipes.{k}.name"),
-                 key="tr_recipe", on_change=forms.apply_recipe, **KEEP)
+    names = {key: t(f"training.recipes.{key}.name") for key in RECIPES}  # (looked up now, in this tab's language)
+    st.selectbox(t("training.form.preset"), list(RECIPES), format_func=names.get, key="tr_recipe",
+                 on_change=forms.apply_recipe, **KEEP)
     st.caption(t(f"training.recipes.{ss.tr_recipe}.description"))
     corpus_col, model_col, train_col = st.columns(3, gap="large")
     with corpus_col:

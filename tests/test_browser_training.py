@@ -84,3 +84,77 @@ def test_start_is_disabled_for_each_invalid_field(tmp_path):
             field.press("Enter")
             expect(start).to_be_enabled(timeout=30_000)
         screenshot(page, "training-start-off")
+
+
+def field_value(page, label: str) -> str:
+    return page.get_by_label(label, exact=True).input_value()
+
+
+def progress_step(page, pattern: str) -> int:
+    """The step the live panel's progress line shows (pattern: a regex with one group of digits and commas)."""
+    import re
+
+    text = page.locator('[data-testid="stProgress"]').first.inner_text()
+    return int(re.search(pattern, text).group(1).replace(",", ""))
+
+
+def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tmp_path):
+    """Both languages on the Train page: a reload keeps the form (it lives in the URL); switching to 中文 while a
+    run trains re-renders the page in place: the run goes on, the live panel and the form keep their values."""
+    require_chromium()
+    from playwright.sync_api import expect
+    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
+        page.goto(f"{url}/training")
+        start = page.get_by_role("button", name="Start training")
+        start.wait_for(timeout=60_000)
+        wait_for_app(page)
+        time.sleep(1)
+        screenshot(page, "training-idle-en")
+        for label, value in SETTINGS.items():
+            set_number(page, label, value)
+        page.get_by_label("Run name (its checkpoint folder)").fill("lang-run")
+        page.get_by_label("Run name (its checkpoint folder)").press("Enter")
+        wait_for_app(page)
+
+        page.reload()  # the form comes back as it was left, not as the preset
+        start.wait_for(timeout=60_000)
+        wait_for_app(page)
+        assert {label: field_value(page, label) for label in SETTINGS} == \
+            {label: str(value) for label, value in SETTINGS.items()}
+        assert field_value(page, "Run name (its checkpoint folder)") == "lang-run"
+
+        start.click()
+        page.get_by_text("lang-run · running").wait_for(timeout=60_000)
+        page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
+        expect(start).to_be_disabled()
+        expect(page.get_by_text("one run trains at a time")).to_have_count(1)
+        time.sleep(1)
+        screenshot(page, "training-running-en")
+        before = progress_step(page, r"step ([\d,]+) of 10,000")
+        next_name = field_value(page, "Run name (its checkpoint folder)")  # (the name moved on as the run started)
+
+        page.get_by_text("中文", exact=True).click()
+        page.get_by_text("lang-run · 运行中").wait_for(timeout=60_000)
+        wait_for_app(page)
+        assert "lang=zh" in page.url
+        page.get_by_role("button", name="开始训练").wait_for()
+        expect(page.get_by_role("button", name="开始训练")).to_be_disabled()
+        assert field_value(page, "宽度 d_model") == "32" and field_value(page, "最后一步") == "10000"
+        assert field_value(page, "批大小") == "8" and field_value(page, "字符数") == "30000"
+        assert field_value(page, "运行名称（也是检查点文件夹的名字）") == next_name != "lang-run"
+        points = chart_points(page)
+        page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
+        assert progress_step(page, r"第 ([\d,]+) 步 / 共 10,000 步") > before
+        errors = page.locator('[data-testid="stException"]')
+        assert errors.count() == 0, errors.all_inner_texts()
+        time.sleep(1)
+        screenshot(page, "training-running-zh")
+
+        page.get_by_role("button", name="停止").click()
+        page.get_by_text("lang-run · 已停止").wait_for(timeout=60_000)
+        page.get_by_text("已停止在第").wait_for()
+        wait_for_app(page)
+        expect(page.get_by_role("button", name="开始训练")).to_be_enabled(timeout=30_000)
+        time.sleep(1)
+        screenshot(page, "training-idle-zh")
+    assert (tmp_path / "lang-run" / "model.safetensors").is_file()

@@ -3,8 +3,12 @@
 Runs use a tiny model on 20,000 built-in characters, so each trains in well under a second; the
 live fragment does not tick in AppTest, so tests wait on the job and call at.run() again.
 """
+import shutil
+import socket
 import time
 import tomllib
+import urllib.error
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,9 +18,10 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
+from gptcore import data as data_module
 from gptcore import runs, sources
 from gptcore.config import GPTConfig
-from gptcore.data import CorpusError
+from gptcore.describe import count_params
 from gptcore.recipes import RECIPES
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
@@ -43,8 +48,10 @@ def root(tmp_path, monkeypatch):
     job_registry.clear()
 
 
-def page(**settings) -> AppTest:
+def page(lang: str | None = None, **settings) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=60)
+    if lang:
+        at.query_params["lang"] = lang
     at.session_state["tr_builtin_chars"] = 20_000  # not the 1M default: keeps the corpus instant
     at.run()
     for key, value in {**TINY, **settings}.items():
@@ -98,7 +105,8 @@ def test_lists_every_recipe_and_applies_it():
     # the tutorial's 810,624 at its 74 characters; each character more or fewer is a row of the embedding and
     # one of the head: 2·128 parameters
     vocab = len(set(CorpusSource("builtin", chars=20_000).load().text))
-    assert f"**{810_624 + 256 * (vocab - 74):,} parameters** with this corpus's {vocab} characters" in texts(at.markdown)
+    count = f"**{810_624 + 256 * (vocab - 74):,} parameters** with this corpus's {vocab} characters"
+    assert count in texts(at.markdown)
 
 
 def test_tiny_run_starts_finishes_and_its_checkpoint_reloads(root):
@@ -136,18 +144,22 @@ def test_stop_ends_the_run_and_saves_it(root):
 
 
 def test_absurd_learning_rate_ends_with_the_nan_message_and_a_good_checkpoint(root):
-    # lr 10 plus weight decay 1: AdamW scales every weight by 1 - 10·1 = -9 per step, so the weights
-    # overflow within a few steps on any data (lr 10 alone does not reliably NaN: Adam's update is
-    # bounded by about lr per weight).
+    # lr 10 plus weight decay 1: AdamW scales every weight by 1 - 10·1 = -9 per step, so the weights grow
+    # ninefold per step on any data (lr 10 alone does not reliably NaN: Adam's update is bounded by about lr per
+    # weight). They stay finite (RMSNorm's backward keeps the gradients finite), but from the update of step 9
+    # on (weights ~1e10) the forward pass overflows: the check before each save finds NaN logits, so the
+    # checkpoint of step 8 is the last one whose model still computes.
     at = start(page(tr_t_lr=10.0, tr_t_weight_decay=1.0, tr_t_checkpoint_every=1), "boom")
     finish("boom")
     at.run()
     [error] = texts(at.error)
-    assert error.startswith("Training diverged: weights became NaN or infinite by step 2.")
-    assert f"The last good checkpoint (step 1) is kept in {root / 'boom'}" in error
+    assert error.startswith("Training diverged: the outputs became NaN or infinite by step 9.")
+    assert f"The last good checkpoint (step 8) is kept in {root / 'boom'}" in error
     kept = ckpt.load_checkpoint(root / "boom")
-    assert kept.meta["step"] == 1 and kept.meta["status"] == "diverged"
+    assert kept.meta["step"] == 8 and kept.meta["status"] == "diverged"
     assert all(torch.isfinite(p).all() for p in kept.model.parameters())
+    window = torch.arange(16).unsqueeze(0) % kept.model.cfg.vocab_size
+    assert torch.isfinite(kept.model(window)[0]).all()  # "good": the kept model computes finite logits
     assert at.dataframe[0].value.loc[0, "status"] == "diverged"
 
 
@@ -222,7 +234,7 @@ def test_too_large_and_too_short_corpora_get_a_clear_message(tmp_path):
     assert at.button(key="tr_start").disabled
     at.text_input(key="tr_name").set_value("short run!").run()
     assert "Saved as **short-run** (letters, digits" in " ".join(texts(at.caption))
-    at.file_uploader(key="tr_upload").upload("one.txt", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "text/plain")
+    at.file_uploader(key="tr_upload").upload("one.txt", b"a" * 47, "text/plain")
     at.run()
     assert [e.value for e in at.error] == ["the corpus uses a single character ('a'): there is nothing to predict"]
     assert at.button(key="tr_start").disabled
@@ -316,25 +328,33 @@ def test_tinystories_download_reports_progress_failure_and_success(tmp_path, mon
     monkeypatch.setattr(sources, "DOWNLOAD_CACHE", tmp_path / "cache")
     calls = []
 
-    def offline(cache_dir, progress):
-        calls.append(cache_dir)
-        progress(1000, 4000)
-        raise CorpusError("data.offline_test",
-                          "could not download https://example/valid.txt: <urlopen error no network>")
+    def no_network(url, timeout):  # what urlopen raises on a machine without a network
+        calls.append(url)
+        raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
 
-    monkeypatch.setattr(sources, "download_tinystories_valid", offline)
+    monkeypatch.setattr(data_module.urllib.request, "urlopen", no_network)
     at = page()
     at.radio(key="tr_source").set_value("tinystories").run()
     assert "download the TinyStories validation split first" in at.error[0].value
     assert at.button(key="tr_start").disabled
     at.button(key="tr_download").click().run()
-    assert calls == [tmp_path / "cache"]
-    assert any("urlopen error no network" in e.value for e in at.error)
+    assert calls == [data_module.TINYSTORIES_VALID_URL]
+    target = tmp_path / "cache" / "TinyStoriesV2-GPT4-valid.txt"
+    said = [e.value for e in at.error if e.value.startswith("could not download")]
+    url = data_module.TINYSTORIES_VALID_URL
+    assert said == [f"could not download {url}: huggingface.co could not be found, so this machine seems to be "
+                    "offline. Connect to the internet and try again, or fetch that file on "
+                    f"another machine and copy it to {target}, where it is picked up without a network. The "
+                    "built-in stories need no download."]
+    zh = page(lang="zh")
+    zh.radio(key="tr_source").set_value("tinystories").run()
+    zh.button(key="tr_download").click().run()
+    assert any("huggingface.co" in e.value and "这台机器似乎没有联网" in e.value for e in zh.error), texts(zh.error)
 
     def online(cache_dir, progress):  # like the real one: fetch once, then serve the cached file
         path = cache_dir / "TinyStoriesV2-GPT4-valid.txt"
         if not path.is_file():
-            path.parent.mkdir(parents=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("Once upon a time there was a cat named Tom. " * 200)
             progress(path.stat().st_size, path.stat().st_size)
         return path
@@ -379,14 +399,27 @@ def test_the_app_skips_streamlits_full_gc_after_every_rerun(monkeypatch):
     assert st_config.get_option("runner.postScriptGC") is False
 
 
+def tutorial_note(vocab: int) -> str:
+    """The sentence comparing the tutorial's shape at `vocab` characters with the tutorial's 810,624 at 74."""
+    extra = vocab - 74
+    start = "The tutorial's 810,624 are at the 74 characters of the tutorial's own copy of TinyStories"
+    if extra == 0:
+        return start + ", as many as this corpus has."
+    more = "more" if extra > 0 else "fewer"
+    return f"{start}: {abs(extra):,} {more} characters here, {256 * abs(extra):,} {more} parameters."
+
+
 def test_the_parameter_count_is_explained_and_checked_before_start():
     at = AppTest.from_file(PAGE, default_timeout=60)
     at.session_state["tr_builtin_chars"] = 20_000
-    at.run()  # the tutorial's shape on a corpus with fewer than 74 characters
+    at.run()  # the tutorial's shape on the first 20,000 built-in characters
+    vocab = len(set(CorpusSource("builtin", chars=20_000).load().text))
+    total = 810_624 + 256 * (vocab - 74)
     captions = " ".join(texts(at.caption))
-    assert "The tutorial's 810,624 are at the 74 characters of its TinyStories copy: 3 fewer characters here, 768 " \
-           "fewer parameters." in captions and not at.error
-    assert "256 per character in all: 18,176 of the 809,856 (2%) for these 71 characters." in captions
+    assert tutorial_note(vocab) in captions and not at.error
+    assert f"256 per character in all: {256 * vocab:,} of the {total:,} ({256 * vocab / total:.0%}) for these " \
+           f"{vocab} characters." in captions
+    assert "Copies of TinyStories differ" not in captions  # said only for a corpus that may be such a copy
     for key, value in {"tr_m_d_model": 4096, "tr_m_n_layer": 64, "tr_m_n_head": 64, "tr_m_d_ff": 16384}.items():
         at.number_input(key=key).set_value(value)
     at.run()
@@ -562,3 +595,153 @@ def test_the_app_listens_on_localhost_unless_asked_otherwise(monkeypatch):
     monkeypatch.chdir(root)
     st_config.get_config_options(force_reparse=True)
     assert st_config.get_option("server.address") == "localhost"
+
+
+# ---------------------------------------------------------------- both languages, a Chinese corpus, uploads
+
+def test_the_page_reads_in_chinese_before_during_and_after_a_run(root):
+    from i18n_check import english_left
+
+    at = page(lang="zh", tr_t_steps=1_000_000)
+    assert english_left(at) == [] and at.title[0].value == "训练"
+    at = start(at, "zh-run")
+    wait_for_step("zh-run", 3)
+    at.run()
+    assert english_left(at) == []
+    assert "#### zh-run · 运行中" in texts(at.markdown)
+    table = at.dataframe[0].value
+    assert list(table.columns)[:3] == ["运行", "状态", "进度"] and table.loc[0, "状态"] == "运行中"
+    assert table.loc[0, "进度"].startswith("第 ") and table.loc[0, "进度"].endswith(" 步 / 共 1,000,000 步")
+    assert [m.label for m in at.metric][:3] == ["训练损失", "验证损失（估计）", "词元 / 秒"]
+    at.button(key="tr_stop").click().run()
+    finish("zh-run")
+    at.run()
+    assert english_left(at) == []
+    [stopped] = texts(at.warning)
+    step = ckpt.read_meta(root / "zh-run")["step"]
+    assert stopped.startswith(f"已停止在第 {step:,} 步 / 共 1,000,000 步；检查点已保存")
+
+
+def test_switching_the_language_keeps_the_run_and_the_form(root):
+    at = start(page(tr_t_steps=1_000_000, tr_t_lr=0.005, tr_t_batch_size=6), "both")
+    wait_for_step("both", 2)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert at.number_input(key="tr_t_lr").value == 0.005 and at.number_input(key="tr_t_lr").label == "学习率"
+    assert at.number_input(key="tr_t_batch_size").value == 6 and at.number_input(key="tr_m_d_model").value == 16
+    assert at.selectbox(key="tr_recipe").value == "tutorial"  # the preset is its identifier, shown in Chinese
+    assert at.selectbox(key="tr_recipe").options[0] == "教程配置"
+    step = job_registry().get("both").snapshot().data["step"]
+    assert job_registry().get("both").state.status == "running"
+    wait_for_step("both", step + 2)  # it kept training through the switch
+    at.query_params["lang"] = "en"
+    at.run()
+    assert at.number_input(key="tr_t_lr").value == 0.005 and at.number_input(key="tr_t_lr").label == "Learning rate"
+    assert "#### both · running" in texts(at.markdown)
+
+
+# Four thousand different CJK ideographs in sentences: as many distinct characters as a Chinese novel uses.
+CHINESE = "".join(chr(0x4E00 + (i * 7919) % 4000) + ("，" if i % 9 == 8 else "。\n" if i % 31 == 30 else "")
+                  for i in range(60_000))
+
+
+def test_a_chinese_text_makes_the_character_tables_most_of_the_model_and_the_page_says_so(root):
+    vocab = len(set(CHINESE))
+    assert vocab == 4003  # 4,000 ideographs, "，", "。" and the newline
+    at = AppTest.from_file(PAGE, default_timeout=60).run()  # the tutorial's shape
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("novel.txt", CHINESE.encode(), "text/plain")
+    at.number_input(key="tr_max_chars").set_value(0).run()
+    total, tables = 810_624 + 256 * (vocab - 74), 256 * vocab
+    assert f"**{total:,} parameters** with this corpus's {vocab:,} characters" in texts(at.markdown)
+    captions = " ".join(texts(at.caption))
+    assert f"{len(CHINESE):,} characters · {vocab:,} distinct" in captions
+    assert f"With {vocab:,} distinct characters (a Chinese text uses thousands) the two tables hold " \
+           f"{tables / total:.0%} of the model: V·d = {vocab:,} × 128 = {128 * vocab:,} parameters in the embedding " \
+           f"and as many in the head, against {total - tables:,} in everything else. Each further character costs " \
+           "256 parameters; the attention and feed-forward layers stay the size they are." in captions
+    assert tutorial_note(vocab) in captions and "Copies of TinyStories differ in a few rare characters" in captions
+    assert total - tables == 810_624 - 256 * 74  # the layers do not depend on the corpus
+    assert not at.error and not at.button(key="tr_start").disabled
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert f"**{total:,} 个参数**，词表是这份语料的 {vocab:,} 个字符" in texts(at.markdown)
+    captions = " ".join(texts(at.caption))
+    assert f"这份语料有 {vocab:,} 个不同的字符（中文文本动辄几千个），两张表占了模型的 {tables / total:.0%}：" \
+           f"嵌入里有 V·d = {vocab:,} × 128 = {128 * vocab:,} 个参数，输出层里也有这么多，其余所有部分加起来只有 " \
+           f"{total - tables:,} 个。" in captions
+    assert f"这里多 {vocab - 74:,} 个字符，参数也就多 {256 * (vocab - 74):,} 个。" in captions
+
+
+def test_a_chinese_text_trains_and_its_checkpoint_keeps_every_character(root):
+    at = page()
+    at.radio(key="tr_source").set_value("upload").run()
+    at.file_uploader(key="tr_upload").upload("novel.txt", CHINESE.encode(), "text/plain")
+    at.number_input(key="tr_max_chars").set_value(0)
+    at = start(at.run(), "novel")
+    finish("novel")
+    at.run()
+    assert not at.error and texts(at.success)[0].startswith("Finished step 20 of 20")
+    kept = ckpt.load_checkpoint(root / "novel")
+    assert kept.tokenizer.vocab_size == kept.model.cfg.vocab_size == len(set(CHINESE))
+    layers = count_params(replace(kept.model.cfg, vocab_size=1)) - 32  # the tiny model without its two tables
+    assert kept.model.num_params() == layers + 32 * len(set(CHINESE))  # and 2·16 per character
+    sample = next(c.value for c in at.code)
+    assert sum("\u4e00" <= c <= "\u9fff" for c in sample) > len(sample) / 2  # it writes ideographs
+
+
+def test_a_run_in_progress_is_in_the_runs_table_and_the_overlay():
+    from page_helpers import chart
+
+    at = start(page(tr_t_steps=1_000_000, tr_t_eval_every=2), "live")
+    wait_for_step("live", 5)
+    at.run()
+    table = at.dataframe[0].value
+    step = job_registry().get("live").snapshot().data["step"]
+    assert (table.loc[0, "run"], table.loc[0, "status"]) == ("live", "running")
+    assert table.loc[0, "progress"].startswith("step ") and table.loc[0, "progress"].endswith(" of 1,000,000")
+    assert int(table.loc[0, "progress"].split()[1].replace(",", "")) <= step
+    assert at.multiselect(key="tr_compare").value[0] == "live"
+    assert {trace["name"] for trace in chart(at, "tr_compare_chart")} == {"live · train (smoothed)",
+                                                                         "live · val (estimate)"}
+    assert at.button(key="tr_start").disabled  # and Start says why (test_start_is_off_while_a_run_trains_…)
+
+
+def sidebar_lines(name: str) -> list[str]:
+    app = AppTest.from_file(str(Path(PAGE).parent.parent / "app.py"), default_timeout=60).run()
+    return [c.value for c in app.sidebar.caption if f"train **{name}**" in c.value]
+
+
+def test_a_deleted_run_leaves_the_sidebar(root):
+    at = start(page(), "brief")
+    finish("brief")
+    at.run()
+    [line] = sidebar_lines("brief")
+    assert line.endswith(" · step 20 of 20 · finished")
+    at.checkbox(key="tr_delete_sure").check().run()
+    at.button(key="tr_delete").click().run()
+    assert not (root / "brief").exists()
+    assert sidebar_lines("brief") == []
+
+
+def test_an_uploaded_checkpoint_zip_becomes_a_run_and_a_bad_one_says_why(root):
+    zipped = runs.zip_run(make_run(root, "lesson"))
+    shutil.rmtree(root / "lesson")  # as on a student's machine: only the teacher's zip
+    at = page()
+    assert at.button(key="tr_import").disabled  # nothing uploaded yet
+    at.file_uploader(key="tr_import_zip").upload("lesson.zip", zipped, "application/zip")
+    at.run()
+    at.button(key="tr_import").click().run()
+    assert texts(at.success)[-1] == "Added **lesson**: pick it under **Manage a run** or on the Inspect page."
+    assert at.selectbox(key="tr_manage").value == "lesson" and at.dataframe[0].value.loc[0, "run"] == "lesson"
+    assert ckpt.load_checkpoint(root / "lesson").meta["step"] == 5
+    at.button(key="tr_import").click().run()  # the same zip again
+    assert texts(at.error)[-1] == "a checkpoint named 'lesson' already exists"
+    at.text_input(key="tr_import_name").set_value("lesson two").run()
+    at.button(key="tr_import").click().run()
+    assert texts(at.success)[-1].startswith("Added **lesson-two**")
+    at.file_uploader(key="tr_import_zip").upload("notes.zip", b"just some text", "application/zip")
+    at.run()
+    at.button(key="tr_import").click().run()
+    assert texts(at.error)[-1] == "this is not a readable zip file (File is not a zip file)"
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["lesson", "lesson-two"]

@@ -180,6 +180,9 @@ def test_absurd_hyperparameters_diverge_and_keep_the_last_good_checkpoint(corpus
     assert f"last good checkpoint (step {kept.meta['step']})" in state.message
     assert kept.meta["step"] == state.data["step"] - 1  # the step whose update blew up was not saved
     assert all(torch.isfinite(p).all() for p in kept.model.parameters())
+    # finite weights are not enough: they can be large enough for the forward pass to overflow
+    window = torch.arange(TINY.context).unsqueeze(0) % kept.model.cfg.vocab_size
+    assert torch.isfinite(kept.model(window)[0]).all()
     run = runs.read_run(tmp_path / "boom")
     assert run.status == "diverged" and run.blocker("continue") is None
 
