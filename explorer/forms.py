@@ -6,11 +6,16 @@ refuses a value outside them without telling Python, which then trains with the 
 shows the new one. Here every typed value reaches Python, the field's own validation judges it, and Start stays
 off, with the reason, until every field is valid.
 
-The form lives in the URL (`bind="query-params"`): a reload, a bookmark or a shared link gives back the same
-form in that tab and only that tab. Each widget's default is the chosen preset's value, so the URL holds just the
-preset and what was changed from it. (A file on the server would be shared by every visitor of a classroom
-server; session state alone dies with a reload.) Widget keys and values are identifiers, never words, so a
-language switch changes what the form says and nothing it holds.
+The form lives in the URL: a reload, a bookmark or a shared link gives back the same form in that tab and only
+that tab. Each widget's default is the chosen preset's value, so the URL holds just the preset and what was changed
+from it. (A file on the server would be shared by every visitor of a classroom server; session state alone dies
+with a reload.) Numbers, texts and toggles are bound to the URL by Streamlit (`bind="query-params"`).
+
+Widget keys and values are identifiers, never words, so a language switch changes what the form says and nothing
+it holds. The choice widgets (preset, corpus source, the settings with named options) need care for that: the
+browser holds, and Streamlit's URL binding writes, the *shown name* of a choice. So their URL entries are written
+here, as identifiers (`keep_choices_in_url`), and after a language switch each choice is set again
+(`relabel_choices`), which sends the browser its name in the new language.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from gptcore.recipes import RECIPES
 from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
 
 from . import training
-from .i18n import choice, help_text, label, say, t
+from .i18n import choice, help_text, label, language, say, t
 from .jobs import JobRefused
 from .ui import job_registry
 
@@ -41,6 +46,7 @@ CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_bu
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
 KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
+KEEP_CHOICE = {"persist_state": "session"}  # the URL keeps its identifier: keep_choices_in_url
 MANY_CHARACTERS = 1_000  # from here on the two character tables are the story of the parameter count
 
 
@@ -63,14 +69,60 @@ def apply_recipe() -> None:
     ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=job_registry().live())
 
 
+def choice_widgets() -> dict[str, tuple]:
+    """{key: its identifiers} of the form's choice widgets."""
+    found = {"tr_recipe": tuple(RECIPES), "tr_source": KINDS}
+    for cls in PREFIX:
+        found.update({PREFIX[cls] + s.name: tuple(s.choices) for s in widget_settings(cls) if s.choices})
+    return found
+
+
+def choice_default(key: str):
+    """What a choice is when the URL does not say: the preset's value of a setting."""
+    if key == "tr_recipe":
+        return DEFAULT_RECIPE
+    if key == "tr_source":
+        return CORPUS_DEFAULTS["tr_source"]
+    cls = next(c for c, prefix in PREFIX.items() if key.startswith(prefix))
+    return getattr(recipe_configs()[cls], key.removeprefix(PREFIX[cls]))
+
+
 def init_form() -> None:
-    """A new session starts from the preset in the URL (the fields' own parameters then override it)."""
+    """A new session starts from the preset in the URL; the URL's other choices and (through Streamlit's
+    binding) its numbers and texts then override the preset's."""
     if "tr_recipe" not in ss:
         ss.tr_recipe = st.query_params.get("tr_recipe") if st.query_params.get("tr_recipe") in RECIPES \
             else DEFAULT_RECIPE
         apply_recipe()
+        for key, allowed in choice_widgets().items():
+            if (value := st.query_params.get(key)) in allowed:
+                ss[key] = value
     for key, value in CORPUS_DEFAULTS.items():
         ss.setdefault(key, value)
+    relabel_choices()
+
+
+def relabel_choices() -> None:
+    """After a language switch, set each choice again so the browser is sent its name in the new language.
+
+    The browser sends back the name it shows; Streamlit reads it against the names of the run that drew it, so
+    the value read at the start of this run is right, but the next rerun would read the old name against the new
+    ones and find no such option."""
+    if ss.get("tr_form_language") == language():
+        return
+    for key in choice_widgets():
+        if key in ss:
+            ss[key] = ss[key]
+    ss.tr_form_language = language()
+
+
+def keep_choices_in_url() -> None:
+    """Write each choice into the URL by its identifier, and only where it differs from the preset's."""
+    for key in choice_widgets():
+        if key in ss and ss[key] != choice_default(key):
+            st.query_params[key] = ss[key]
+        elif key in st.query_params:
+            del st.query_params[key]
 
 
 def shown(s: Setting, cls) -> bool:
@@ -106,7 +158,7 @@ def field_widget(container, s: Setting, key: str, default) -> None:
     once, in the tab's language, so format_func never depends on when it is called."""
     number = s.kind is not bool and not s.choices
     common = dict(key=key, help=t("training.form.allowed", help=help_text(s), range=say(s.range_text())) if number
-                  else help_text(s), **KEEP)
+                  else help_text(s), **(KEEP if s.kind is bool or number else KEEP_CHOICE))
     if s.name == "device":  # a choice only where this machine has an accelerator
         common["disabled"] = not accelerators()
     if s.kind is bool:
@@ -206,7 +258,7 @@ def server_folders_note() -> Message:
 def corpus_inputs():
     """Corpus widgets; the corpus's tokenizer, or None (with the reason shown) when it cannot be trained on."""
     names = {kind: t(f"training.corpus.sources.{kind}") for kind in KINDS}
-    st.radio(t("training.corpus.source"), KINDS, format_func=names.get, key="tr_source", **KEEP)
+    st.radio(t("training.corpus.source"), KINDS, format_func=names.get, key="tr_source", **KEEP_CHOICE)
     kind = ss.tr_source
     if kind == "builtin":
         a, b = st.columns([3, 2])

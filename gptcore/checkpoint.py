@@ -36,7 +36,8 @@ from safetensors.torch import load_file, save, save_file
 from .config import ConfigError, GPTConfig
 from .errors import Message, UserError, message, printable, stored_message
 from .model import GPT, check_buildable, meta_model
-from .tokenizer import Tokenizer, tokenizer_from_dict
+from .optim import state_slots
+from .tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 
 FORMAT = "gptcore-checkpoint-1"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -318,18 +319,22 @@ def _read_weights(path: Path):
 def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
     """Rebuild the model a weights file describes; every failure becomes a CheckpointError."""
     tensors, metadata = _read_weights(Path(path))
+    for entry in ("config", "tokenizer"):
+        if entry not in metadata:
+            raise CheckpointError("checkpoint.metadata_missing", "{path} has no '{entry}' in its metadata, so the "
+                                  "model cannot be rebuilt from it", path=path, entry=entry)
+    step = metadata.get("step", "0")
+    if not (step.isascii() and step.isdigit()):
+        raise CheckpointError("checkpoint.bad_step", "{path} records the step {step!r}, not a whole number",
+                              path=path, step=step)
     try:
         cfg = GPTConfig.from_dict(json.loads(metadata["config"]))
         tokenizer = tokenizer_from_dict(json.loads(metadata["tokenizer"]))
-        step = int(metadata.get("step", 0))
-    except KeyError as e:
-        raise CheckpointError("checkpoint.metadata_missing", "{path} has no '{entry}' in its metadata, so the model "
-                              "cannot be rebuilt from it", path=path, entry=str(e.args[0])) from None
-    except (ValueError, TypeError, ConfigError) as e:
+    except (json.JSONDecodeError, ConfigError, TokenizerError) as e:
         raise CheckpointError("checkpoint.bad_metadata", "{path} has unusable metadata: {reason}", path=path,
                               reason=e.message if isinstance(e, UserError) else str(e)) from None
     if tokenizer.vocab_size != cfg.vocab_size:
-        raise CheckpointError("checkpoint.vocab_mismatch", "{path}: tokenizer has {chars} characters but the model "
+        raise CheckpointError("checkpoint.vocab_mismatch", "{path}: tokenizer has {chars} tokens but the model "
                               "expects a vocabulary of {vocab}", path=path, chars=tokenizer.vocab_size,
                               vocab=cfg.vocab_size)
     try:
@@ -346,7 +351,7 @@ def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
     model = GPT(cfg)
     model.load_state_dict(tensors)
     model.eval()
-    return model, tokenizer, step
+    return model, tokenizer, int(step)
 
 
 def check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
@@ -405,11 +410,16 @@ HISTORY_FIELDS = {"step": _list_of(_count), "train_loss": _list_of(_number), "lr
                   "eval_val": _list_of(_number), "final_val": _optional(_number)}
 
 
+# Series recorded together, one entry per step and one per evaluation: (the two drawn against each other, which
+# go together even when one is missing, and the others, which a run of another version may not have recorded).
+TOGETHER = ((("step", "train_loss"), ("lr", "time")), (("eval_step", "eval_val"), ("eval_train",)))
+
+
 def _history(v) -> bool:
-    """Every known series of the right kind, and the ones drawn together of the same length."""
+    """Every known series of the right kind, and the ones recorded together of the same length."""
     return isinstance(v, dict) and all(check(v[k]) for k, check in HISTORY_FIELDS.items() if k in v) and \
-        len(v.get("step", [])) == len(v.get("train_loss", [])) and \
-        len(v.get("eval_step", [])) == len(v.get("eval_val", []))
+        all(len({len(v.get(k, [])) for k in drawn} | {len(v[k]) for k in others if k in v}) == 1
+            for drawn, others in TOGETHER)
 
 
 def _stored_message(v) -> bool:
@@ -491,6 +501,7 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
                                   "{need:,} floats", path=path, entry=key, n=value.numel(), dtype=str(value.dtype),
                                   need=1 if slot == "step" else p.numel())
         state[(p, slot)] = value.reshape(()) if slot == "step" else value.reshape(p.shape).to(p.device)
+    check_complete(path, optimizer, params, list(tensors))
     # torch's fused (and capturable) AdamW keeps its step counts on the parameters' device, other optimizers on the CPU
     on_device = {id(p) for g in optimizer.param_groups if g.get("fused") or g.get("capturable") for p in g["params"]}
     for (p, slot), value in state.items():  # only once every entry has passed
@@ -500,51 +511,136 @@ def load_optimizer_state(directory: Path, model: GPT, optimizer: torch.optim.Opt
     return True
 
 
-LOCK = ".training.lock"  # holds the pid of the process training into a run folder
+def check_complete(path: Path, optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter],
+                   keys: list[str]) -> None:
+    """The saved state of each parameter (keys: "<name>::<slot>") must be all that the optimizer keeps for it:
+    a step would fail on a parameter with only some of it."""
+    slots: dict[str, set[str]] = {}
+    for key in keys:
+        name, _, slot = key.partition("::")
+        slots.setdefault(name, set()).add(slot)
+    group_of = {id(p): group for group in optimizer.param_groups for p in group["params"]}
+    for name, found in slots.items():
+        if found != (needed := state_slots(group_of[id(params[name])])):
+            raise CheckpointError("checkpoint.optimizer_incomplete", "{path}: the optimizer state of {name} holds "
+                                  "{found} where it needs {needed}: delete that file to continue with a fresh "
+                                  "optimizer", path=path, name=name, found=", ".join(sorted(found)),
+                                  needed=", ".join(sorted(needed)))
 
 
-def lock_holder(directory: Path) -> int | None:
-    """The pid of another live process training into directory, or None."""
+LOCK = ".training.lock"  # "<pid> <start time>" of the process training into a run folder
+UNREADABLE = -1  # the owner of a lock that cannot be read: held, by whom is unknown
+
+
+def _started(pid: int) -> str | None:
+    """When process pid started (clock ticks after boot, from Linux's /proc); None where that is not known."""
     try:
-        pid = int((Path(directory) / LOCK).read_text())
-    except (OSError, ValueError):  # no lock, or one still being written: its writer holds it for an instant
+        line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
+    return line.rpartition(")")[2].split()[19]  # field 22, counted after the name, which may hold spaces and ')'
+
+
+def _owner_of(lock: Path) -> int | None:
+    """The pid of the live process, this one included, that wrote the lock file; None when there is no lock or
+    its process has died. A pid the system has given to another process since (its start time differs) holds
+    nothing. A lock that cannot be read counts as held (UNREADABLE): _claim only ever makes whole ones."""
+    try:
+        text = lock.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError):  # (ValueError: bytes that are not UTF-8)
+        return UNREADABLE
+    if (found := re.fullmatch(r"([1-9]\d{0,8})(?: (\d+))?", text.strip())) is None:
+        return UNREADABLE
+    pid, started = int(found.group(1)), found.group(2)
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return None
     except PermissionError:  # alive, another user's
         pass
-    return None if pid == os.getpid() else pid
+    if started is not None and _started(pid) not in (None, started):
+        return None
+    return pid
+
+
+def lock_owner(directory: Path) -> int | None:
+    """Who holds directory's training lock (see _owner_of): a pid, UNREADABLE or None."""
+    return _owner_of(Path(directory) / LOCK)
+
+
+def lock_holder(directory: Path) -> int | None:
+    """The pid of another live process training into directory, or None."""
+    owner = lock_owner(directory)
+    return None if owner in (None, UNREADABLE, os.getpid()) else owner
 
 
 def _claim(lock: Path) -> bool:
-    """Create the lock file with our pid, atomically; False if it exists."""
+    """Create the lock with our pid and start time, atomically and whole: written to a file of its own, then
+    linked to the lock's name, which fails when the lock exists (False)."""
+    mine = lock.with_name(f"{lock.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        mine.write_text(f"{os.getpid()} {_started(os.getpid()) or ''}".strip())
+        os.link(mine, lock)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        f.write(str(os.getpid()))
+    except OSError as e:
+        if (error := write_error(lock, e)) is e:
+            raise
+        raise error from None
+    finally:
+        mine.unlink(missing_ok=True)
     return True
+
+
+def _remove_stale(lock: Path) -> bool:
+    """Remove a lock whose process has died; False, leaving it, when it is held. The lock is moved aside and
+    judged there, so that one another process has just put in its place is put back, never removed."""
+    aside = lock.with_name(f"{lock.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.stale")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:
+        return True
+    try:
+        if _owner_of(aside) is None:
+            return True
+        with suppress(FileExistsError):  # (taken by a third process meanwhile: it holds it)
+            os.link(aside, lock)
+        return False
+    finally:
+        aside.unlink()
+
+
+def busy_error(directory: Path, owner: int | None) -> CheckpointError:
+    """Why a run cannot train into directory, whose lock `owner` holds (see lock_owner; None: someone took it
+    over a moment ago)."""
+    if owner == UNREADABLE:
+        return CheckpointError("checkpoint.lock_unreadable", "{path} holds a training lock ({lock}) that cannot be "
+                               "read: if no process is training into it, delete that file", path=directory, lock=LOCK)
+    if owner == os.getpid():
+        return CheckpointError("checkpoint.busy_here", "{path} is being trained by another job of this program; "
+                               "stop it first", path=directory)
+    if owner is not None:
+        return CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
+                               "stop it first", path=directory, pid=owner)
+    return CheckpointError("checkpoint.busy", "{path} is being trained by another process; stop it first",
+                           path=directory)
 
 
 @contextmanager
 def training_lock(directory: Path):
-    """Claim directory for one training process (the app's and the command line's runs are separate processes);
-    a lock left by a process that died is taken over. On release, removes what a run that saved no checkpoint
-    leaves behind (its snapshots, which nothing can open without the model), and then the folder if empty."""
+    """Claim directory for one training run, in this process or any other (the app's and the command line's runs
+    are separate processes); a lock left by a process that died is taken over. On release, removes what a run that
+    saved no checkpoint leaves behind (its snapshots, which nothing can open without the model), and then the
+    folder if empty."""
     directory = Path(directory)
     make_folder(directory)
     lock = directory / LOCK
     if not _claim(lock):
-        if (pid := lock_holder(directory)) is not None:
-            raise CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
-                                  "stop it first", path=directory, pid=pid)
-        lock.unlink(missing_ok=True)  # stale
-        if not _claim(lock):  # someone else took it over in between
-            raise CheckpointError("checkpoint.busy", "{path} is being trained by another process; stop it first",
-                                  path=directory)
+        owner = lock_owner(directory)
+        if owner is not None or not (_remove_stale(lock) and _claim(lock)):
+            raise busy_error(directory, owner)
     try:
         yield
     finally:
@@ -576,9 +672,8 @@ def check_new_folder(directory: Path) -> None:
         raise CheckpointError("checkpoint.holds_model", "{path} already holds a trained model; continue it with "
                               "--resume, or choose another --out", path=directory)
     if directory.exists() and not clear_abandoned(directory):
-        if (pid := lock_holder(directory)) is not None:
-            raise CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
-                                  "stop it first", path=directory, pid=pid)
+        if (owner := lock_owner(directory)) is not None:
+            raise busy_error(directory, owner)
         entries = sorted(shown_name(p) for p in directory.iterdir())  # (what clearing the leftovers left)
         raise CheckpointError("checkpoint.not_empty", "{path} already holds files this run did not write ({names}): "
                               "choose a new or empty folder, so that nothing in it is overwritten", path=directory,
@@ -589,9 +684,10 @@ def clear_abandoned(directory: Path) -> bool:
     """Remove what a run that never saved a checkpoint left in directory (its snapshots, which nothing can open
     without the model, and a stale lock), then the folder if that emptied it; True if the folder is gone."""
     directory = Path(directory)
-    if (directory / "model.safetensors").exists() or lock_holder(directory) is not None:
+    if (directory / "model.safetensors").exists() or lock_owner(directory) is not None or \
+            not _remove_stale(directory / LOCK):
         return False
-    for path in [p for _, p in list_snapshots(directory)] + [directory / LOCK]:
+    for _, path in list_snapshots(directory):
         path.unlink(missing_ok=True)
     for folder in (directory / "snapshots", directory):
         with suppress(OSError):  # not empty (other files are not ours to delete), or already gone

@@ -68,15 +68,16 @@ class Setting:
         if self.kind is bool:
             return None if isinstance(value, bool) else message("setting.not_bool", "{name} must be {range}, got "
                                                                 "{value}", **allowed)
-        if self.choices:
-            return None if value in self.choices else message("setting.not_choice", "{name} must be {range}, got "
-                                                              "{value}", **allowed)
+        if self.choices:  # (a value read from a file may be a list, which `in` cannot look up)
+            return None if isinstance(value, str) and value in self.choices else \
+                message("setting.not_choice", "{name} must be {range}, got {value}", **allowed)
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if self.kind is int:
             if not (isinstance(value, int) and is_number and self.within(value)):
                 return message("setting.not_int", "{name} must be an integer {range}, got {value}", **allowed)
             return None
-        if not is_number or not math.isfinite(value):
+        # (an int is finite, and may be too large to become a float: 10**400 from a JSON file)
+        if not is_number or isinstance(value, float) and not math.isfinite(value):
             return message("setting.not_finite", "{name} must be a finite number, got {value}", **allowed)
         if not self.within(value):
             return message("setting.out_of_range", "{name} must be a number {range}, got {value}", **allowed)
@@ -128,8 +129,8 @@ def swiglu_hidden(d_model: int, multiple: int = 8) -> int:
 # The ceilings are generous: they turn a typo (d_model=1280000) into a message rather than an out-of-memory crash.
 @dataclass
 class GPTConfig:
-    vocab_size: int = setting(74, "Vocabulary", "Distinct characters of the corpus: one row of the embedding and "
-                              "one of the output head each.", low=1, high=100_000, cli=False, widget=False)
+    vocab_size: int = setting(74, "Vocabulary", "Distinct tokens (the corpus's characters for the char tokenizer): "
+                              "one row of the embedding and one of the output head each.", low=1, high=100_000, cli=False, widget=False)
     d_model: int = setting(128, "Width d_model", "Size of every token vector in the residual stream.",
                            low=1, high=4096, step=8)
     n_layer: int = setting(4, "Layers", "Transformer blocks stacked on the residual stream.", low=1, high=64, step=1)
@@ -137,7 +138,8 @@ class GPTConfig:
                           "of the projected queries, keys and values.", low=1, high=64, step=1)
     d_ff: int = setting(344, "FFN width d_ff", "Hidden width of the feed-forward block (SwiGLU keeps 8·d² "
                         "parameters at 8/3·d_model).", low=1, high=16384, step=8)
-    context: int = setting(128, "Context (characters)", "How many previous characters the model can see.",
+    context: int = setting(128, "Context (tokens)", "How many previous tokens (characters for the char tokenizer) "
+                           "the model can see.",
                            low=1, high=8192, step=8)
     norm: str = setting("rms", "Norm", "RMSNorm rescales each vector by its root mean square; LayerNorm also "
                         "subtracts its mean and adds a bias.", choices={"rms": "RMSNorm", "layer": "LayerNorm"})
@@ -147,7 +149,7 @@ class GPTConfig:
     norm_eps: float = setting(1e-5, "Norm ε", "Added under the square root (to the mean square in RMSNorm, to the "
                               "variance in LayerNorm), so a zero vector does not divide by zero.", low=0.0, high=1.0, low_open=True, high_open=True,
                               widget=False)
-    position: str = setting("rope", "Positions", "How the model knows where a character sits: RoPE rotates queries "
+    position: str = setting("rope", "Positions", "How the model knows where a token sits: RoPE rotates queries "
                             "and keys by their position, learned adds a trained vector per position (GPT-2), none "
                             "leaves only the causal mask.",
                             choices={"rope": "RoPE", "learned": "learned (GPT-2)", "none": "none"})
@@ -199,7 +201,7 @@ EVERY = 1_000_000  # ceiling of the step counts and intervals
 class TrainConfig:
     steps: int = setting(1500, "Last step", "Steps 0…N run, like the tutorial's range(N + 1): 1500 means 1,501 "
                          "updates.", low=0, high=EVERY, step=100)
-    batch_size: int = setting(32, "Batch size", "Random windows of `context` characters per step; under torchrun "
+    batch_size: int = setting(32, "Batch size", "Random windows of `context` tokens per step; under torchrun "
                               "the whole step's, split evenly over the processes.",
                               low=1, high=4096, step=1)
     lr: float = setting(3e-3, "Learning rate", "AdamW's peak learning rate (with Muon: for the embeddings, the head "
@@ -235,7 +237,8 @@ class TrainConfig:
                                low=0.0, high=1e6, step=0.5)
     sample_every: int = setting(0, "Sample every", "0 = only at the end. Samples never change the run.",
                                 low=0, high=EVERY, step=50)
-    sample_chars: int = setting(200, "Characters per sample", "Length of each generated sample.",
+    sample_chars: int = setting(200, "Tokens per sample", "Length of each generated sample, in tokens (characters "
+                                "for the char tokenizer).",
                                 low=1, high=100_000, step=50)
     checkpoint_every: int = setting(0, "Checkpoint every", "0 = only at stop or end. Checkpoints never change the "
                                     "run.", low=0, high=EVERY, step=50)

@@ -17,6 +17,8 @@ other Messages (a range, a reason), never English words that would need translat
 from __future__ import annotations
 
 import os
+import re
+import string
 
 
 class Message(str):
@@ -29,15 +31,16 @@ class Message(str):
     key: str
     template: str
     params: dict
+    stored: bool  # read back from a file (stored_message): data, whose key the catalogs may not know
 
-    def __new__(cls, key: str, template: str, params: dict | None = None):
+    def __new__(cls, key: str, template: str, params: dict | None = None, stored: bool = False):
         params = dict(params or {})
         self = super().__new__(cls, template.format(**english(params)))
-        self.key, self.template, self.params = key, template, params
+        self.key, self.template, self.params, self.stored = key, template, params, stored
         return self
 
     def __reduce__(self):  # copies and pickles with its key and values, not just its English
-        return Message, (self.key, self.template, self.params)
+        return Message, (self.key, self.template, self.params, self.stored)
 
     def __repr__(self) -> str:
         return f"Message({self.key!r}, {str(self)!r})"
@@ -74,18 +77,36 @@ def message_record(msg: Message) -> dict:
                        else v for k, v in msg.params.items()}}
 
 
-def stored_message(record) -> Message | None:
-    """The Message a meta.json holds (see message_record); None when the record is not one."""
+# What a stored template may ask of a value: at most a sign, a width and a precision of two digits, thousands
+# separators and a type; so formatting it never builds more than about a hundred characters per field.
+STORED_SPEC = re.compile(r"[+\- ]?\d{0,2},?(?:\.\d{1,2})?[deEfFgG%]?")
+STORED_DEPTH = 8  # Messages nested in a stored Message, at most (ours nest two or three)
+
+
+def plain_template(template: str) -> bool:
+    """Does the template only name values ({n}, {n:,}, {loss:.3f}, {kind!r}), never their attributes, items or
+    a spec that could build a huge string ({a:>300000000})? Checked before a template read from a file is used."""
+    try:
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError:  # an unmatched brace
+        return False
+    return all(name.isidentifier() and STORED_SPEC.fullmatch(spec) for name, spec in fields)
+
+
+def stored_message(record, depth: int = 0) -> Message | None:
+    """The Message a meta.json holds (see message_record); None when the record is not one, or its template is
+    not a plain one (plain_template): a meta.json may come from anyone, in a checkpoint zip."""
     if not (isinstance(record, dict) and isinstance(record.get("key"), str) and isinstance(record.get("template"), str)
-            and isinstance(record.get("params", {}), dict)):
+            and isinstance(record.get("params", {}), dict)) or depth > STORED_DEPTH \
+            or not plain_template(record["template"]):
         return None
     params = {}
     for k, v in record.get("params", {}).items():
-        params[k] = stored_message(v) if isinstance(v, dict) else v
+        params[k] = stored_message(v, depth + 1) if isinstance(v, dict) else v
         if isinstance(v, dict) and params[k] is None:
             return None
     try:
-        return Message(record["key"], record["template"], params)
+        return Message(record["key"], record["template"], params, stored=True)
     except (KeyError, IndexError, ValueError, TypeError):  # a template its values do not fill
         return None
 

@@ -137,6 +137,14 @@ def make_optimizer(model: GPT, tc) -> torch.optim.Optimizer:
     return Muon(groups, lr=tc.lr, betas=betas, weight_decay=tc.weight_decay)
 
 
+def state_slots(group: dict) -> set[str]:
+    """What our optimizers keep for each parameter of `group` once it has stepped: Muon's momentum, or AdamW's
+    step count and two moments (torch's and Muon's own AdamW part alike)."""
+    if group.get("muon"):
+        return {"momentum"}
+    return {"step", "exp_avg", "exp_avg_sq"} | ({"max_exp_avg_sq"} if group.get("amsgrad") else set())
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """The scheduled learning rate for every group, times the group's lr_scale (Muon's groups)."""
     for group in optimizer.param_groups:

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from explorer import forms, training
-from explorer.forms import KEEP, ss
+from explorer.forms import KEEP, KEEP_CHOICE, ss
 from explorer.i18n import say, t
 from explorer.ui import job_registry, show_failure
 from gptcore import checkpoint as ckpt
@@ -111,7 +111,7 @@ def model_inputs(tokenizer) -> str | None:
 def new_run_tab() -> None:
     names = {key: t(f"training.recipes.{key}.name") for key in RECIPES}  # (looked up now, in this tab's language)
     st.selectbox(t("training.form.preset"), list(RECIPES), format_func=names.get, key="tr_recipe",
-                 on_change=forms.apply_recipe, **KEEP)
+                 on_change=forms.apply_recipe, **KEEP_CHOICE)
     st.caption(t(f"training.recipes.{ss.tr_recipe}.description"))
     corpus_col, model_col, train_col = st.columns(3, gap="large")
     with corpus_col:
@@ -131,6 +131,7 @@ def new_run_tab() -> None:
                  width="stretch", disabled=bool(reasons))
     if reasons:
         st.warning(t("training.form.start_off", reasons="  \n".join(reasons)), icon=None)
+    forms.keep_choices_in_url()
     try:
         if (folder := ckpt.safe_name(ss.tr_name)) != ss.tr_name:
             st.caption(t("training.form.saved_as", folder=folder))

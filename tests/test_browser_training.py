@@ -90,6 +90,17 @@ def field_value(page, label: str) -> str:
     return page.get_by_label(label, exact=True).input_value()
 
 
+def shown_choice(page, label: str) -> str:
+    """The option a selectbox shows."""
+    return page.get_by_role("combobox", name=label, exact=True).input_value()
+
+
+def pick(page, label: str, option: str) -> None:
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
 def progress_step(page, pattern: str) -> int:
     """The step the live panel's progress line shows (pattern: a regex with one group of digits and commas)."""
     import re
@@ -112,9 +123,12 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
         screenshot(page, "training-idle-en")
         for label, value in SETTINGS.items():
             set_number(page, label, value)
+        pick(page, "Learning-rate schedule", "cosine")
         page.get_by_label("Run name (its checkpoint folder)").fill("lang-run")
         page.get_by_label("Run name (its checkpoint folder)").press("Enter")
         wait_for_app(page)
+        time.sleep(1)
+        assert "tr_t_schedule=cosine" in page.url  # a choice is in the URL by its identifier, not its name
 
         page.reload()  # the form comes back as it was left, not as the preset
         start.wait_for(timeout=60_000)
@@ -122,6 +136,7 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
         assert {label: field_value(page, label) for label in SETTINGS} == \
             {label: str(value) for label, value in SETTINGS.items()}
         assert field_value(page, "Run name (its checkpoint folder)") == "lang-run"
+        assert shown_choice(page, "Learning-rate schedule") == "cosine"
 
         start.click()
         page.get_by_text("lang-run · running").wait_for(timeout=60_000)
@@ -141,10 +156,12 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
         expect(page.get_by_role("button", name="开始训练")).to_be_disabled()
         assert field_value(page, "宽度 d_model") == "32" and field_value(page, "最后一步") == "10000"
         assert field_value(page, "批大小") == "8" and field_value(page, "字符数") == "30000"
+        assert shown_choice(page, "学习率调度") == "余弦" and shown_choice(page, "预设") == "教程配置"
         assert field_value(page, "运行名称（也是检查点文件夹的名字）") == next_name != "lang-run"
         points = chart_points(page)
         page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
         assert progress_step(page, r"第 ([\d,]+) 步 / 共 10,000 步") > before
+        assert shown_choice(page, "学习率调度") == "余弦"  # (and still so after the live panel's reruns)
         errors = page.locator('[data-testid="stException"]')
         assert errors.count() == 0, errors.all_inner_texts()
         time.sleep(1)
