@@ -14,8 +14,9 @@ with a reload.) Numbers, texts and toggles are bound to the URL by Streamlit (`b
 Widget keys and values are identifiers, never words, so a language switch changes what the form says and nothing
 it holds. The choice widgets (preset, corpus source, the settings with named options) need care for that: the
 browser holds, and Streamlit's URL binding writes, the *shown name* of a choice. So their URL entries are written
-here, as identifiers (`keep_choices_in_url`), and after a language switch each choice is set again
-(`relabel_choices`), which sends the browser its name in the new language.
+here, as identifiers (`keep_choices_in_url`); after a language switch each choice is set again
+(`relabel_choices`), which sends the browser its name in the new language, and a name in the old language that
+was already on its way is read back as its identifier (`repair_choices`).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from gptcore.recipes import RECIPES
 from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
 
 from . import training
-from .i18n import choice, help_text, label, language, say, t
+from .i18n import LANGUAGES, catalog, choice, help_text, label, language, say, t
 from .jobs import JobRefused
 from .ui import job_registry
 
@@ -63,10 +64,16 @@ def widget_settings(cls) -> list[Setting]:
 
 
 def apply_recipe() -> None:
+    """Set every field to the chosen preset's value (the preset widget's on_change), once per choice of preset:
+    a preset read again under another language's name is no new choice."""
+    repair_choices()
+    if ss.tr_recipe == ss.get("tr_applied_recipe"):
+        return
     for cls, config in recipe_configs().items():
         for s in widget_settings(cls):
             ss[PREFIX[cls] + s.name] = getattr(config, s.name)
     ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=job_registry().live())
+    ss.tr_applied_recipe = ss.tr_recipe
 
 
 def choice_widgets() -> dict[str, tuple]:
@@ -75,6 +82,32 @@ def choice_widgets() -> dict[str, tuple]:
     for cls in PREFIX:
         found.update({PREFIX[cls] + s.name: tuple(s.choices) for s in widget_settings(cls) if s.choices})
     return found
+
+
+def choice_names(key: str) -> dict[str, str]:
+    """{each name the choice widget `key` shows in any language, and each identifier: its identifier}."""
+    if key == "tr_recipe":
+        entry = "training.recipes.{}.name"
+    elif key == "tr_source":
+        entry = "training.corpus.sources.{}"
+    else:
+        entry = "settings." + key.removeprefix(PREFIX[GPTConfig]).removeprefix(PREFIX[TrainConfig]) + ".choices.{}"
+    names = {value: value for value in choice_widgets()[key]}
+    for lang in LANGUAGES:
+        names.update({catalog(lang)[entry.format(value)]: value for value in choice_widgets()[key]
+                      if entry.format(value) in catalog(lang)})
+    return names
+
+
+def repair_choices() -> None:
+    """Put back the identifier of each choice the browser sent by its name in another language.
+
+    The browser holds a choice as the name it shows and sends that name back; a rerun under new names (a language
+    switch) finds no such option. Called where the values are read first: the top of the page and the form's
+    callbacks."""
+    for key in choice_widgets():
+        if key in ss and ss[key] not in choice_widgets()[key]:
+            ss[key] = choice_names(key).get(ss[key], choice_default(key))
 
 
 def choice_default(key: str):
@@ -99,15 +132,13 @@ def init_form() -> None:
                 ss[key] = value
     for key, value in CORPUS_DEFAULTS.items():
         ss.setdefault(key, value)
+    repair_choices()
     relabel_choices()
 
 
 def relabel_choices() -> None:
-    """After a language switch, set each choice again so the browser is sent its name in the new language.
-
-    The browser sends back the name it shows; Streamlit reads it against the names of the run that drew it, so
-    the value read at the start of this run is right, but the next rerun would read the old name against the new
-    ones and find no such option."""
+    """After a language switch, set each choice again so the browser is sent its name in the new language (and
+    sends that back from now on; see repair_choices for a name already on its way)."""
     if ss.get("tr_form_language") == language():
         return
     for key in choice_widgets():
@@ -210,7 +241,7 @@ def file_stamp(source: CorpusSource):
 # (corpus_for says what it waits for, in the tab's language.)
 @st.cache_resource(max_entries=2, show_spinner=False)
 def cached_corpus(source: CorpusSource, upload_id: str | None, stamp, _upload=None):
-    corpus = source.load(_upload.getvalue() if _upload is not None else None)
+    corpus = source.load(_upload.getvalue() if _upload is not None else None, confine=True)
     return corpus, CharTokenizer.from_text(corpus.text)
 
 
@@ -251,7 +282,8 @@ def corpus_problem(corpus, tokenizer: CharTokenizer) -> Message | None:
 
 def server_folders_note() -> Message:
     return message("forms.server_folders", "Only files inside the project folder ({project}) or the data folder "
-                   "({data}; set GPTCORE_DATA to choose another) are read from the server. Upload any other file.",
+                   "({data}; set GPTCORE_DATA to choose another) are read from the server, never hidden ones (such "
+                   "as .git). Upload any other file.",
                    project=ckpt.PROJECT_ROOT, data=data_folder())
 
 
@@ -367,6 +399,7 @@ def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str
 def start_new_run() -> None:
     registry = job_registry()
     ss.tr_feedback = None
+    repair_choices()
     try:
         training.refuse_if_busy(registry)
         out_dir = runs.new_run_dir(ss.tr_name)

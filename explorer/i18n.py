@@ -103,14 +103,31 @@ def t(key: str, **values) -> str:
 
 
 def say(item: Message | UserError | str) -> str:
-    """A library Message (or a UserError's) in this tab's language; plain text passes through."""
+    """A library Message (or a UserError's) in this tab's language; plain text passes through.
+
+    A Message read back from a file (a run's meta.json: stored) is data, written by another version or by anyone:
+    it is shown in its own English when this catalog has no entry for its key, or one that asks for other values.
+    A Message the code builds must be in the catalog (tests/test_i18n.py checks), so for it a missing key is a bug.
+    """
     if isinstance(item, UserError):
         item = item.message
     if not isinstance(item, Message):
         return str(item)
-    if language() == "en":
+    if language() == "en" or item.stored and not translatable(item):
         return str(item)
     return t(f"messages.{item.key}", **item.params)
+
+
+def translatable(item: Message) -> bool:
+    """Does this tab's catalog have an entry for the message that its values fill, as they filled its own
+    template: the same names, each with no format spec or one the template gave it too?"""
+    entry = catalog(language()).get(f"messages.{item.key}")
+    if entry is None:
+        return False
+    own = {(name, spec) for _, name, spec, _ in string.Formatter().parse(item.template) if name}
+    wanted = {(name, spec) for _, name, spec, _ in string.Formatter().parse(entry) if name}
+    return {name for name, _ in wanted} == {name for name, _ in own} and \
+        all(not spec or (name, spec) in own for name, spec in wanted)
 
 
 def prose(name: str) -> str:

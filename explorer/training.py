@@ -163,15 +163,6 @@ def damaged_warning(run: runs.RunInfo) -> Message:
                    fields=", ".join(run.damaged))
 
 
-def known(note: Message | str) -> Message | str:
-    """A message read back from a run's meta.json, as a Message only when every key in it is in the catalogs
-    (a meta.json written by another version, or by hand, may hold any key); otherwise its English."""
-    def translatable(m) -> bool:
-        return f"messages.{m.key}" in i18n.catalog("zh") and \
-            all(translatable(v) for v in m.params.values() if isinstance(v, Message))
-    return note if not isinstance(note, Message) or translatable(note) else str(note)
-
-
 def diverging_warning(snap: JobState) -> Message | None:
     """The warning of a run whose validation loss went far above a uniform guess's (see train.diverging_above)."""
     info = snap.data.get("diverging")

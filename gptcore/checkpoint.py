@@ -323,10 +323,7 @@ def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
         if entry not in metadata:
             raise CheckpointError("checkpoint.metadata_missing", "{path} has no '{entry}' in its metadata, so the "
                                   "model cannot be rebuilt from it", path=path, entry=entry)
-    step = metadata.get("step", "0")
-    if not (step.isascii() and step.isdigit()):
-        raise CheckpointError("checkpoint.bad_step", "{path} records the step {step!r}, not a whole number",
-                              path=path, step=step)
+    step = header_step(path, metadata)
     try:
         cfg = GPTConfig.from_dict(json.loads(metadata["config"]))
         tokenizer = tokenizer_from_dict(json.loads(metadata["tokenizer"]))
@@ -351,7 +348,16 @@ def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
     model = GPT(cfg)
     model.load_state_dict(tensors)
     model.eval()
-    return model, tokenizer, int(step)
+    return model, tokenizer, step
+
+
+def header_step(path: Path, metadata: dict[str, str]) -> int:
+    """The training step a weights file's header metadata records (0 when it records none)."""
+    step = metadata.get("step", "0")
+    if not (step.isascii() and step.isdigit()):
+        raise CheckpointError("checkpoint.bad_step", "{path} records the step {step!r}, not a whole number",
+                              path=path, step=step)
+    return int(step)
 
 
 def check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
@@ -663,14 +669,16 @@ def make_folder(directory: Path) -> None:
 
 def check_new_folder(directory: Path) -> None:
     """A new run may only go into a folder that does not exist, is empty or holds an abandoned run's leftovers:
-    never over a checkpoint or over anyone's files (the command line writes wherever it is asked to)."""
+    never over a checkpoint or over anyone's files (the command line writes wherever it is asked to). The app, the
+    command line and the Trainer all check here."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise CheckpointError("checkpoint.out_is_file", "{path} is a file, not a folder: choose a folder for the "
                               "checkpoint", path=directory)
     if (directory / "model.safetensors").exists():
         raise CheckpointError("checkpoint.holds_model", "{path} already holds a trained model; continue it with "
-                              "--resume, or choose another --out", path=directory)
+                              "--resume on the command line or from the runs table in the app, or choose another "
+                              "name for the new run", path=directory)
     if directory.exists() and not clear_abandoned(directory):
         if (owner := lock_owner(directory)) is not None:
             raise busy_error(directory, owner)
@@ -707,19 +715,28 @@ def resumable_meta(directory: Path) -> dict:
     return meta
 
 
-def delete_checkpoint(directory: Path, root: Path | None = None) -> None:
-    directory, root = Path(directory).resolve(), Path(root or CHECKPOINT_ROOT).resolve()
-    if directory.parent != root:
-        raise CheckpointError("checkpoint.delete_outside", "refusing to delete {path}: it is not inside {root}",
+def check_own_folder(directory: Path, root: Path | None = None) -> Path:
+    """directory (made absolute) when it is a folder right inside root and not a link: deleting or renaming it
+    then changes only that folder. Its last part is never resolved: a link named like a run may point anywhere."""
+    directory, root = Path(os.path.abspath(directory)), Path(root or CHECKPOINT_ROOT).resolve()
+    if directory.parent.resolve() != root or directory.name in ("", ".", ".."):
+        raise CheckpointError("checkpoint.outside_root", "{path} is not inside {root}, so it is left as it is",
                               path=directory, root=root)
-    shutil.rmtree(directory)
+    if directory.is_symlink() or not directory.is_dir():
+        raise CheckpointError("checkpoint.not_own_folder", "{path} is a link or a file, not a checkpoint folder: "
+                              "it is left as it is", path=directory)
+    return directory
+
+
+def delete_checkpoint(directory: Path, root: Path | None = None) -> None:
+    shutil.rmtree(check_own_folder(directory, root))
 
 
 def rename_checkpoint(directory: Path, new_name: str, root: Path | None = None) -> Path:
-    target = checkpoint_dir(new_name, root)
-    if target.exists():
+    directory, target = check_own_folder(directory, root), checkpoint_dir(new_name, root)
+    if target.exists() or target.is_symlink():
         raise CheckpointError("checkpoint.name_taken", "a checkpoint named '{name}' already exists", name=target.name)
-    return Path(directory).rename(target)
+    return directory.rename(target)
 
 
 # ---------------------------------------------------------------- a checkpoint brought in as a zip

@@ -7,6 +7,7 @@ Several processes (one per GPU, or a few on a CPU) train one run under torchrun,
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -29,11 +30,23 @@ from .runs import RunTrainer
 from .sources import CorpusSource
 from .train import Diverged, TrainControl, diverging_message, encode_split, evaluate
 
+FILE_CHARS = 1_000_000  # what the tutorial trains on: the first million characters of its file
+
+
+def corpus_chars(args) -> int | None:
+    """How much of the corpus to use: --max-chars, else the tutorial's first million characters of a file (the
+    built-in stories are as long as --builtin-chars asks)."""
+    if args.max_chars is not None or args.data == "builtin":
+        return args.max_chars
+    return FILE_CHARS
+
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="path to a UTF-8 text file, a folder made by `prepare`, or "
                                                  "'builtin' for our generated stories")
-    p.add_argument("--max-chars", type=int, default=1_000_000, help="use only the first N characters (tutorial: 1M)")
+    p.add_argument("--max-chars", type=int, default=None,
+                   help=f"use only the first N characters (default for a file: {FILE_CHARS:,}, the tutorial's; the "
+                        "built-in stories are --builtin-chars long)")
     p.add_argument("--builtin-chars", type=int, default=1_000_000)
     p.add_argument("--builtin-seed", type=int, default=0)
 
@@ -64,7 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train a model and save a checkpoint")
     add_data_args(train)
     train.add_argument("--out", required=True, help="checkpoint folder, e.g. checkpoints/ts")
-    train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the checkpoint in --out until --steps. The schedule is laid over the new "
+                            "last step (a cosine run continued past its planned end gets a higher learning rate "
+                            "again), and the batches are drawn afresh from the seed and the resumed step, so it is "
+                            "not the run an uninterrupted one would have been")
     train.add_argument("--no-scale", dest="scale_attention", action="store_false", default=None,
                        help="short for --no-scale-attention")
     train.add_argument("--recipe", choices=sorted(RECIPES), default="tutorial",
@@ -72,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "batch 16, cosine schedule; bigger: BPE 4,096, 13.8M parameters, for a GPU); a resumed "
                             "run keeps its own settings")
     add_setting_flags(train)
-    ev = sub.add_parser("eval", help="mean per-character cross-entropy of a checkpoint on a text")
+    ev = sub.add_parser("eval", help="mean per-token cross-entropy (per character for the char tokenizer) of a "
+                                     "checkpoint on a text")
     add_data_args(ev)
     ev.add_argument("--checkpoint", required=True)
     ev.add_argument("--split", choices=("all", "val"), default="val", help="val = the last 10%%, as in training")
@@ -155,8 +173,7 @@ def new_or_resumed_configs(args, out: Path) -> tuple[GPTConfig | None, TrainConf
         # where it computes is this command's choice, not the run's (it may continue on another machine)
         base = {k: v for k, v in base.items() if k not in PLACE}
         return None, TrainConfig.from_dict({**base, **flags})
-    if (out / "model.safetensors").exists():
-        return f"{out} already holds a trained model; continue it with --resume, or choose another --out"
+    ckpt.check_new_folder(out)
     recipe = RECIPES[args.recipe]
     return (GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, GPTConfig)}),
             TrainConfig.from_dict({**recipe.train.to_dict(), **flags}))
@@ -172,10 +189,10 @@ def training_corpus(args):
             raise CorpusError("prepare.tokenizer_flag", "{path} was prepared with the {kind} tokenizer, which it "
                               "keeps: leave out --tokenizer", path=args.data, kind=prepared.tokenizer.kind)
         return prepared, None
-    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
+    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed)
     # recorded with the run, so the app's Continue button can load the same corpus again
     source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed) if args.data == "builtin" \
-        else CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=args.max_chars)
+        else CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=corpus_chars(args))
     return corpus, source
 
 
@@ -197,8 +214,11 @@ def stop_on_signals(control: TrainControl):
 
 
 def cmd_train(args) -> int:
-    out = Path(args.out)
-    out = out.parent / ckpt.safe_name(out.name)
+    out = Path(os.path.abspath(args.out))  # (so that '.' and 'runs/..' name their folder)
+    if (name := ckpt.safe_name(out.name)) != out.name:
+        print(f"note: the checkpoint folder is named {name}: '{printable(out.name)}' is not a usable checkpoint "
+              "name (letters, digits, '.', '_', '-')", file=sys.stderr)
+        out = out.parent / name
     configs = new_or_resumed_configs(args, out)
     if isinstance(configs, str):
         print(f"error: {configs}", file=sys.stderr)
@@ -215,7 +235,7 @@ def cmd_train(args) -> int:
 
 def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist) -> int:
     """Train in this process (one of several under torchrun, where process 0 alone prints and writes)."""
-    trainer = RunTrainer(model_cfg or GPTConfig(), tc, corpus, source, out_dir=out,
+    trainer = RunTrainer(model_cfg, tc, corpus, source, out_dir=out,
                          resume_from=out if args.resume else None, dist=dist)
     say = print if trainer.main else (lambda *a, **k: None)
     if warning := unknown_warning(trainer.unknown):
@@ -277,7 +297,7 @@ def eval_ids(args, tokenizer):
                               "checkpoint's ({prepared} against {run})", path=args.data,
                               prepared=prepared.tokenizer.describe(), run=tokenizer.describe())
         return (prepared.val if args.split == "val" else prepared.whole), prepared.description
-    corpus = load_corpus(args.data, args.max_chars, args.builtin_chars, args.builtin_seed)
+    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed)
     if warning := unknown_warning(tokenizer.unknown(corpus.text)):
         print(f"warning: {warning}", file=sys.stderr)
     if args.split == "val":  # the validation split exactly as the run had it

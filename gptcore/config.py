@@ -130,7 +130,8 @@ def swiglu_hidden(d_model: int, multiple: int = 8) -> int:
 @dataclass
 class GPTConfig:
     vocab_size: int = setting(74, "Vocabulary", "Distinct tokens (the corpus's characters for the char tokenizer): "
-                              "one row of the embedding and one of the output head each.", low=1, high=100_000, cli=False, widget=False)
+                              "one row of the embedding and one of the output head each.", low=1, high=100_000,
+                              cli=False, widget=False)
     d_model: int = setting(128, "Width d_model", "Size of every token vector in the residual stream.",
                            low=1, high=4096, step=8)
     n_layer: int = setting(4, "Layers", "Transformer blocks stacked on the residual stream.", low=1, high=64, step=1)
@@ -147,8 +148,8 @@ class GPTConfig:
                                   "never normed; post-norm: norm(x + f(x)), as in the original Transformer.",
                                   choices={"pre": "pre-norm", "post": "post-norm"})
     norm_eps: float = setting(1e-5, "Norm ε", "Added under the square root (to the mean square in RMSNorm, to the "
-                              "variance in LayerNorm), so a zero vector does not divide by zero.", low=0.0, high=1.0, low_open=True, high_open=True,
-                              widget=False)
+                              "variance in LayerNorm), so a zero vector does not divide by zero.", low=0.0, high=1.0,
+                              low_open=True, high_open=True, widget=False)
     position: str = setting("rope", "Positions", "How the model knows where a token sits: RoPE rotates queries "
                             "and keys by their position, learned adds a trained vector per position (GPT-2), none "
                             "leaves only the causal mask.",

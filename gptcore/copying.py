@@ -92,12 +92,12 @@ class CopyingReport:
 
 
 def check_shape(length: int, repeats: int, n_sequences: int, context: int) -> None:
-    if length < 2:
-        raise InputError("copying.length", "length must be at least 2 (a copy's first character is never scored), "
-                         "got {length}", length=length)
     if repeats < 2:
         raise InputError("copying.repeats", "repeats must be at least 2: copying needs a copy to copy from, got "
                          "{repeats}", repeats=repeats)
+    if length < 2:
+        raise InputError("copying.length", "length must be at least 2 (a copy's first character is never scored), "
+                         "got {length}", length=length)
     if n_sequences < 1:
         raise InputError("copying.sequences", "the number of sequences must be at least 1, got {n}", n=n_sequences)
     if length * repeats > context:
@@ -114,7 +114,7 @@ def measure_copying(model: GPT, length: int | None = None, repeats: int = 2,
     length defaults to the longest that fits: context // repeats.
     """
     context = model.cfg.context
-    length = context // repeats if length is None else length
+    length = context // max(repeats, 1) if length is None else length  # (repeats below 2: refused just below)
     check_shape(length, repeats, n_sequences, context)
     ids = repeated_ids(model.cfg.vocab_size, length, repeats, n_sequences, seed)
     was_training = model.training

@@ -27,6 +27,7 @@ SEPARATOR = "\n<|endoftext|>\n"
 SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
 PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
 NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
+ECHO_CHANCE = 0.3  # share of stories that are a game of echo: a made-up word said, then said right back
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -839,6 +840,39 @@ def _plot_weather(b: _Builder):
           "It was the most fun {H} ever had {at_place}.")
 
 
+_ECHO_ROUNDS = [
+    '{a} said, "{w}!" {b} said it right back: "{w}!"',
+    '"{w}!" called {a}. "{w}!" called {b}.',
+    '{a} shouted, "{w}!" Then {b} shouted, "{w}!"',
+    '"{w}!" said {a}, and {b} said, "{w}!"',
+]
+
+
+def _plot_echo(b: _Builder):
+    """The echo game: one says a made-up word, the other says it right back, the words growing longer.
+
+    Each word is said twice a few characters apart, so copying the earlier mention is the only way to predict the
+    second: many short copies, which is where a model first learns to copy at all.
+    """
+    names = {"H": b.speakers["H"][0], "C": b.speakers["C"][0]}
+    b.add("One day, {H} and {C} played the echo game {at_place}.", "{H} and {C} loved to play the echo game.")
+    b.add("One of them says a funny word, and the other has to say it right back.",
+          "In the echo game, you say a silly word, and your friend says it back to you.")
+    b.para()
+    rounds = b.rng.randint(10, 16)
+    for r in range(rounds):
+        first, second = ("H", "C") if r % 2 == 0 else ("C", "H")
+        word = _invent_code(b.rng, min(2 + r // 2 + b.rng.randint(0, 2), 10))
+        b.cur.append(_cap(b.pick(_ECHO_ROUNDS).format(a=names[first], b=names[second], w=word)))
+        if r % 4 == 3 and r < rounds - 1:
+            b.para()
+    b.para()
+    b.add("At last the words were so long that they both fell down laughing.",
+          "They played until the sun went down, and the words got longer and sillier.")
+    b.add("{H} learned that the silliest games are the best ones to share.",
+          "It was the most fun {H} had all week.")
+
+
 # plot, companion roles it reads well with, whether the home place must be outdoors
 _ANY = "mom dad grandma grandpa friend pet group"
 _PLOTS = [
@@ -866,6 +900,8 @@ def generate_story(rng: random.Random) -> Story:
     _companion(b, role)
     _object(b)
     plot, _, outdoor = b.pick([p for p in _PLOTS if role in p[1].split()])
+    if b.rng.random() < ECHO_CHANCE:
+        plot = _plot_echo
     _place(b, "", outdoor=outdoor)
     _intro(b, role)
     plot(b)

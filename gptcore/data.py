@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+from uuid import uuid4
 
 import torch
 
@@ -68,11 +70,16 @@ def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES
     """The file's text; with max_chars, only its beginning is read (at most max_bytes of it), so a file over
     max_bytes is fine when only its first characters are wanted."""
     path = Path(path)
-    if not path.exists():
-        raise CorpusError("data.no_file", "no such file: {path}", path=path)
-    if not path.is_file():
+    try:
+        found = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise CorpusError("data.no_file", "no such file: {path}", path=path) from None
+    except OSError as e:  # (a folder on the way that may not be entered)
+        raise CorpusError("data.cannot_read", "cannot read {path}: {reason}", path=path,
+                          reason=e.strerror or str(e)) from None
+    if not stat.S_ISREG(found.st_mode):
         raise CorpusError("data.not_regular", "{path} is not a regular file (a folder or a device?)", path=path)
-    size = path.stat().st_size
+    size = found.st_size
     if max_chars is None and size > max_bytes:  # checked before reading, so a huge file is never loaded
         raise CorpusError("data.too_large", "{name} is {size:,} bytes, over the limit of {limit:,} bytes",
                           name=path, size=size, limit=max_bytes)
@@ -120,9 +127,10 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
     target = cache_dir / Path(url.split("?")[0]).name
     if target.is_file() and target.stat().st_size > 0:
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(target.suffix + ".part")
+    # a file of its own for each download (two tabs may fetch at once), renamed into place only when whole
+    partial = cache_dir / f".{target.name}.{os.getpid()}.{uuid4().hex[:8]}.part"
     try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
         with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             done = 0
@@ -134,10 +142,12 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
         if total is not None and done != total:
             raise CorpusError("data.download_cut", "download of {url} stopped after {done:,} of {total:,} bytes",
                               url=url, done=done, total=total)
+        os.replace(partial, target)
     except OSError as e:
-        partial.unlink(missing_ok=True)
         raise CorpusError.of(download_failure(url, target, e)) from None
-    os.replace(partial, target)
+    finally:
+        if partial.is_file():  # anything but a whole download, whatever stopped it
+            partial.unlink()
     return target
 
 
@@ -203,12 +213,17 @@ def split_ids(ids: torch.Tensor, train_fraction: float = 0.9):
     return ids[:n], ids[n:]
 
 
-def check_trainable(n_tokens: int, context: int) -> None:
-    """Both halves of the 90/10 split must hold at least one full window plus its target."""
+def check_trainable(n_tokens: int, context: int, chars: bool = True) -> None:
+    """Both halves of the 90/10 split must hold at least one full window plus its target (chars: the tokens are
+    characters, as with the char tokenizer, and the message says so)."""
     need = 10 * (context + 2)
-    if n_tokens < need:
+    if n_tokens < need and chars:
         raise CorpusError("data.too_short", "corpus has {n:,} usable characters; context {context} needs at least "
                           "{need:,} so that the 10% validation split still holds one window of {window} characters",
+                          n=n_tokens, context=context, need=need, window=context + 1)
+    if n_tokens < need:
+        raise CorpusError("data.too_short_tokens", "corpus has {n:,} tokens; context {context} needs at least "
+                          "{need:,} so that the 10% validation split still holds one window of {window} tokens",
                           n=n_tokens, context=context, need=need, window=context + 1)
 
 

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError, safe_open
 
 from . import checkpoint as ckpt
 from . import copying
@@ -245,12 +244,7 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
 
 def weights_step(path: Path) -> int:
     """The training step recorded in a weights file's header, without loading its tensors."""
-    try:
-        with ckpt.usable_path(path) as name, safe_open(name, framework="pt") as f:  # (a name that is not UTF-8, too)
-            return int((f.metadata() or {}).get("step", 0))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise ckpt.CheckpointError("inspector.unreadable", "{path} is not a readable safetensors file ({error})",
-                                   path=str(path), error=str(e)) from None
+    return ckpt.header_step(path, ckpt.weights_metadata(path))
 
 
 def training_steps(directory: Path) -> list[tuple[int, Path]]:

@@ -304,7 +304,7 @@ class GPT(nn.Module):
         text into the window; rebuilding keeps every step an exact forward over a window of 3/4·ctx
         to ctx tokens, at the cost of one prefill every ctx/4 tokens.
         """
-        check_sampling(temperature, top_k)  # now, not at the first next()
+        check_sampling(temperature, top_k)  # here: inside the generator it would wait for the first next()
         return self._stream(idx, n_new, temperature, top_k, generator, use_cache)
 
     @torch.inference_mode()  # cheaper than no_grad per op, and only token ids leave this generator

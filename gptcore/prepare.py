@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -27,12 +28,12 @@ import torch
 from .data import CorpusError
 from .errors import Message, message
 from .tokenizer import (
-    CUT,
     BPETokenizer,
     CharTokenizer,
     Tokenizer,
     TokenizerError,
     check_bpe_vocab,
+    last_cut,
     text_blocks,
     tokenizer_from_dict,
 )
@@ -138,10 +139,14 @@ def read_text(path: Path, progress: Progress | None = None, phase: str = "readin
               stop_at_chars: int | None = None) -> Iterator[str]:
     """The file's text in pieces of a few MB, decoded as strict UTF-8 on the way (CorpusError naming the offset
     of a bad byte); stops after stop_at_chars characters."""
-    size = path.stat().st_size
     decoder = codecs.getincrementaldecoder("utf-8")()
     done, chars = 0, 0
-    with open(path, "rb") as f:
+    try:
+        size, f = path.stat().st_size, open(path, "rb")
+    except OSError as e:
+        raise CorpusError("prepare.cannot_read", "cannot read {path}: {reason}", path=str(path),
+                          reason=e.strerror or str(e)) from None
+    with f:
         while raw := f.read(READ_BYTES):
             if done == 0:
                 check_beginning(raw, path)
@@ -182,25 +187,15 @@ def survey(path: Path, progress: Progress | None) -> tuple[int, list[str]]:
     return chars, sorted(seen)
 
 
-def last_cut(text: str, start: int) -> int | None:
-    """The end of the last CUT match in text[start:], or None."""
-    end = len(text)
-    while (i := text.rfind("\n", max(0, start), end)) >= 0:
-        if CUT.match(text, i):
-            return i + 1
-        end = i
-    return None
-
-
 def whole_blocks(texts: Iterator[str]) -> Iterator[str]:
-    """The same text re-cut only where a BPE pre-token ends (tokenizer.CUT), never at a read's arbitrary end."""
+    """The same text re-cut only where a BPE pre-token ends (tokenizer.last_cut), never at a read's arbitrary end."""
     carry = ""
     for text in texts:
         carry += text
-        if (cut := last_cut(carry, len(carry) - len(text) - 1)) is not None:
+        if (cut := last_cut(carry, len(carry) - len(text) - 1, len(carry))) is not None:
             yield carry[:cut]
             carry = carry[cut:]
-        elif len(carry) > 8 * READ_BYTES:  # no line break for 64 MB: cut anyway, memory matters more
+        elif len(carry) > 8 * READ_BYTES:  # no line break or space for 64 MB: cut anyway, memory matters more
             yield carry
             carry = ""
     if carry:
@@ -233,12 +228,20 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
             bpe_sample_chars: int = BPE_SAMPLE_CHARS, progress: Progress | None = None) -> dict:
     """Tokenize the text file `source` into the folder `out` (see the module's docstring); returns the header."""
     source, out = Path(source), Path(out)
-    if not source.is_file():
-        if not source.exists():
-            raise CorpusError("prepare.no_file", "no such file: {path}", path=str(source))
+    try:
+        found = source.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise CorpusError("prepare.no_file", "no such file: {path}", path=str(source)) from None
+    except OSError as e:  # (a folder on the way that may not be entered)
+        raise CorpusError("prepare.cannot_read", "cannot read {path}: {reason}", path=str(source),
+                          reason=e.strerror or str(e)) from None
+    if not stat.S_ISREG(found.st_mode):
         raise CorpusError("prepare.not_file", "{path} is not a regular file", path=str(source))
-    if source.stat().st_size == 0:
+    if found.st_size == 0:
         raise CorpusError("prepare.empty", "{path} is empty", path=str(source))
+    if out.exists() and not out.is_dir():
+        raise CorpusError("prepare.out_is_file", "{path} is a file, not a folder: choose a folder for the prepared "
+                          "corpus", path=str(out))
     if is_prepared(out):
         raise CorpusError("prepare.exists", "{path} already holds a prepared corpus: delete it or choose another "
                           "--out", path=str(out))
@@ -265,10 +268,10 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
             return np.fromiter((i for ids in tokenizer.encode_batch(list(text_blocks(text))) for i in ids),
                                dtype=np.int64)
     dtype = token_dtype(tokenizer.vocab_size)
-    out.mkdir(parents=True, exist_ok=True)
     partial = out / f".{TOKENS}.{os.getpid()}.tmp"
     n_tokens, train_tokens = 0, 0
     try:
+        out.mkdir(parents=True, exist_ok=True)
         with open(partial, "wb") as f:
             for text, in_train in split_at(whole_blocks(read_text(source, progress, "tokenizing")), boundary):
                 ids = encode(text).astype(dtype)
@@ -293,7 +296,8 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
         raise CorpusError("prepare.write", "cannot write the prepared corpus into {path}: {error}", path=str(out),
                           error=e.strerror or str(e)) from None
     finally:
-        partial.unlink(missing_ok=True)
+        if partial.is_file():  # (out may not have been made: a folder above it is a file)
+            partial.unlink()
     return header
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from .config import PLACE, GPTConfig, TrainConfig, TrainConfigError
+from .config import PLACE, ConfigError, GPTConfig, TrainConfig, TrainConfigError
 from .data import Corpus
 from .ddp import Distributed
 from .describe import describe_model
@@ -85,6 +85,7 @@ class RunInfo:
     has_weights: bool
     meta: dict = field(repr=False, default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # meta.json's entries of the wrong kind, left out of meta
+    holder: int | None = None  # the pid of the other process training it (status "elsewhere")
 
     def blocker(self, action: str) -> Message | None:
         """Why `action` (continue, rename or delete) is not possible for this run now; None when it is.
@@ -95,7 +96,7 @@ class RunInfo:
             return message("runs.training_now", "It is training now: stop it first.")
         if self.status == "elsewhere":
             return message("runs.elsewhere", "Another process (pid {pid}, the command line?) is training it now.",
-                           pid=ckpt.lock_holder(self.path))
+                           pid=self.holder)
         if self.name == SHIPPED:
             if action == "continue":
                 return message("runs.shipped_continue", "{name} ships with the app and stays as it is: continue a "
@@ -147,17 +148,19 @@ class RunInfo:
 
 
 def model_summary(run: RunInfo) -> Message | str:
-    """describe_model of the config saved next to the weights ('' if unreadable)."""
+    """describe_model of the config in the weights' own header, which the model is built from ('' if it cannot
+    be read)."""
     try:
-        return describe_model(GPTConfig.from_dict(json.loads((run.path / "config.json").read_text())["model"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        metadata = ckpt.weights_metadata(run.path / "model.safetensors")
+        return describe_model(GPTConfig.from_dict(json.loads(metadata.get("config", ""))))
+    except (ckpt.CheckpointError, ConfigError, json.JSONDecodeError):
         return ""
 
 
-def run_status(meta: dict, path: Path, live: dict[str, str]) -> str:
+def run_status(meta: dict, path: Path, live: dict[str, str], holder: int | None) -> str:
     if ckpt.shown_name(path) in live:
         return live[ckpt.shown_name(path)]
-    if ckpt.lock_holder(path) is not None:
+    if holder is not None:
         return "elsewhere"  # another process (the command line?) is training it
     status = str(meta.get("status", "unknown"))
     return "interrupted" if status == "running" else status
@@ -179,9 +182,10 @@ def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
     path = Path(path)
     meta, damaged = ckpt.checked_meta(path)
     meta_file = path / "meta.json"  # (a run whose job has just started has none yet)
+    holder = ckpt.lock_holder(path)  # (read once: the row's status and its blocker's pid say the same)
     common = dict(name=ckpt.shown_name(path), path=path, has_weights=(path / "model.safetensors").is_file(),
-                  saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0)
-    status = run_status(meta, path, live or {})
+                  saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0, holder=holder)
+    status = run_status(meta, path, live or {}, holder)
     if damaged is None or "step" in damaged:
         return RunInfo(**common, status=status if status in (*ACTIVE, "elsewhere") else "unreadable", step=-1,
                        total_steps=0, best_val=None, final_val=None, wall_time=0.0, params=None, corpus="",
@@ -216,20 +220,23 @@ def zip_run(path: Path) -> bytes:
 
 def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
     """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's, whose thread may
-    not have created its folder yet)."""
+    not have created its folder yet). A base too long for its number is cut, so the name is always usable."""
     root = Path(root or ckpt.CHECKPOINT_ROOT)
     base = ckpt.safe_name(base)
     n = 1
-    while (root / f"{base}-{n}").exists() or f"{base}-{n}" in taken:
+    while (root / (name := numbered(base, n))).exists() or name in taken:
         n += 1
-    return f"{base}-{n}"
+    return name
+
+
+def numbered(base: str, n: int) -> str:
+    return f"{base[:ckpt.MAX_NAME - len(f'-{n}')]}-{n}"
 
 
 def new_run_dir(name: str, root: Path | None = None) -> Path:
+    """The folder of a new run named `name`, which must be free (see checkpoint.check_new_folder)."""
     directory = ckpt.checkpoint_dir(name, root)
-    if directory.exists() and not ckpt.clear_abandoned(directory):  # (a server killed before its first save)
-        raise ckpt.CheckpointError("runs.name_taken", "a run named '{name}' already exists; choose another name, or "
-                                   "continue that run from the runs table", name=directory.name)
+    ckpt.check_new_folder(directory)
     return directory
 
 

@@ -1,9 +1,10 @@
 """Where a run's text comes from, recorded with the run so that it can be loaded again to continue it.
 
 The app reads "a file on the server" only inside the folders it is allowed to (`server_folders`: the project
-folder and the data folder, $GPTCORE_DATA or data/ in the project): whoever opens the page must not be able to
-read, and have the model echo, anything the server's user can read. Uploads bring any other file. The command
-line reads whatever path it is given.
+folder and the data folder, $GPTCORE_DATA or data/ in the project), and never a hidden file or one in a hidden
+folder there (.git, .streamlit, .cache: settings and credentials): whoever opens the page must not be able to
+read, and have the model echo, anything the server's user can read. It loads with `confine=True`. Uploads bring
+any other file. The command line reads whatever path it is given.
 """
 from __future__ import annotations
 
@@ -57,18 +58,21 @@ class CorpusSource:
 
     @classmethod
     def from_dict(cls, data) -> CorpusSource | None:
-        """A source read back from meta.json; None when the record is missing or not understood."""
+        """A source read back from meta.json; None when the record is missing or not understood (a field of the
+        wrong kind included: meta.json may have been written by hand, or come in a checkpoint zip)."""
         if not isinstance(data, dict) or data.get("kind") not in KINDS:
             return None
-        try:
-            return cls(**{key: data[key] for key in ("kind", "chars", "seed", "path", "name", "max_chars")
-                          if data.get(key) is not None})
-        except TypeError:
+        found = {key: data[key] for key in ("chars", "seed", "path", "name", "max_chars") if data.get(key) is not None}
+        whole = all(isinstance(found[key], int) and not isinstance(found[key], bool)
+                    for key in ("chars", "seed", "max_chars") if key in found)
+        if not whole or not all(isinstance(found[key], str) for key in ("path", "name") if key in found):
             return None
+        return cls(data["kind"], **found)
 
-    def load(self, upload: bytes | None = None,
-             progress: Callable[[int, int | None], None] | None = None) -> Corpus:
-        """The corpus it describes; every problem with it becomes a CorpusError."""
+    def load(self, upload: bytes | None = None, progress: Callable[[int, int | None], None] | None = None, *,
+             confine: bool = False) -> Corpus:
+        """The corpus it describes; every problem with it becomes a CorpusError. confine: read a file only inside
+        the app's folders (allowed_path), as the app must; the command line reads any file it is given."""
         if self.kind == "builtin":
             if not isinstance(self.chars, int) or not 1 <= self.chars <= BUILTIN_MAX_CHARS:
                 raise CorpusError("sources.builtin_size", "the built-in corpus size must be from 1 to {limit:,} "
@@ -77,7 +81,8 @@ class CorpusSource:
         if self.kind == "file":
             if not str(self.path).strip():
                 raise CorpusError("sources.no_path", "enter the path of a UTF-8 text file on the server")
-            return load_corpus(str(self.path).strip(), self.max_chars)
+            path = allowed_path(self.path.strip()) if confine else self.path.strip()
+            return load_corpus(str(path), self.max_chars)
         if self.kind == "upload":
             if upload is None:
                 raise CorpusError("sources.no_upload", "choose a text file to upload")
@@ -102,13 +107,19 @@ def server_folders() -> list[Path]:
 
 
 def allowed_path(path: str) -> Path:
-    """The file a server path names, with every link followed, when it lies inside server_folders();
-    CorpusError otherwise (a link out of them counts where it leads)."""
-    resolved = Path(path).expanduser().resolve()
-    if not any(resolved.is_relative_to(folder) for folder in server_folders()):
+    """The file a server path names, with every link followed, when it lies inside server_folders() and neither
+    it nor a folder it is in there is hidden (a name starting with '.'); CorpusError otherwise (a link counts where
+    it leads). A relative path is taken from the project folder, whatever the server's working folder."""
+    resolved = (PROJECT_ROOT / Path(path).expanduser()).resolve()  # (an absolute path stays itself)
+    inside = [resolved.relative_to(folder) for folder in server_folders() if resolved.is_relative_to(folder)]
+    if not inside:
         raise CorpusError("sources.outside_folders", "{path} is outside the folders this app reads files from "
                           "({folders}): copy it into one of them, or upload it", path=path,
                           folders=", ".join(str(f) for f in server_folders()))
+    if all(any(part.startswith(".") for part in within.parts) for within in inside):
+        raise CorpusError("sources.hidden", "{path} is hidden, or inside a hidden folder (a name starting with '.', "
+                          "such as .git, which holds settings and credentials): this app never reads those. Copy the "
+                          "text to a visible file, or upload it", path=path)
     return resolved
 
 

@@ -292,19 +292,36 @@ def make_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Token
                          kinds=", ".join(KINDS), kind=kind)
 
 
-# A newline followed by a non-space character ends a pre-token in GPT-2's byte-level split, so text cut there
-# encodes to exactly the same tokens as the whole text.
+# Where GPT-2's byte-level split always ends a pre-token, so that text cut there encodes to exactly the same
+# tokens as the whole: after a newline that a non-space character follows, and before a space that follows a
+# non-space character (a space starts the pre-token " word"; no pre-token runs from a non-space into a space).
 CUT = re.compile(r"\n(?=\S)")
 
 
+def last_cut(text: str, start: int, end: int) -> int | None:
+    """The last place in text[start:end] where it can be cut without changing its tokens (see CUT): after a
+    newline where there is one, else before a space; None when there is neither."""
+    stop = end
+    while (i := text.rfind("\n", max(0, start), stop)) >= 0:
+        if CUT.match(text, i):
+            return i + 1
+        stop = i
+    stop = end
+    while (i := text.rfind(" ", max(1, start), stop)) >= 0:
+        if not text[i - 1].isspace():
+            return i
+        stop = i
+    return None
+
+
 def text_blocks(text: str, size: int = 1 << 16) -> Iterator[str]:
-    """text in consecutive pieces of about `size` characters, each cut right after a newline that a
-    non-space character follows where there is one, so encoding the pieces gives the same tokens as the whole."""
+    """text in consecutive pieces of about `size` characters, each cut where that changes no token (last_cut),
+    so encoding the pieces gives the same tokens as the whole. Only a stretch of size / 2 characters without a
+    line break or a space (one pre-token that long) is cut where it must."""
     start = 0
     while start < len(text):
         end = min(len(text), start + size)
         if end < len(text):
-            found = [m.end() for m in CUT.finditer(text, start + size // 2, end)]
-            end = found[-1] if found else end
+            end = last_cut(text, start + size // 2, end) or end
         yield text[start:end]
         start = end

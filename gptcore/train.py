@@ -78,7 +78,7 @@ def build_model(cfg: GPTConfig, seed: int) -> tuple[GPT, torch.Generator]:
     with INIT_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = GPT(cfg)
-        stream = torch.Generator().manual_seed(0)
+        stream = torch.Generator()
         stream.set_state(torch.get_rng_state())
     return model, stream
 
@@ -231,9 +231,17 @@ class Trainer:
     weights, batches and optimizer state live on `device` (auto: CUDA, then MPS, then the CPU); checkpoints are
     written from CPU copies, so they load anywhere. Under torchrun, `dist` makes this process one of several
     (gptcore.ddp): only process 0 writes into out_dir and reports events.
+
+    A new run builds the model model_cfg describes (at the tokenizer's vocabulary). A resumed run (resume_from:
+    its folder; model_cfg None) keeps its model and tokenizer and trains from its last step to tc.steps, which is
+    not quite the run it would have been without the break:
+    - the learning-rate schedule is laid over the new last step: continuing a cosine run past its planned end
+      raises the learning rate again, to where the longer schedule stands at the resumed step, and decays it anew;
+    - the random stream (batches and validation estimates) starts afresh from tc.seed + the resumed step, so the
+      batches differ from those an uninterrupted run would have drawn.
     """
 
-    def __init__(self, model_cfg: GPTConfig, tc: TrainConfig, text: str | PreparedCorpus,
+    def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, text: str | PreparedCorpus,
                  corpus_description: str = "", out_dir: Path | None = None, resume_from: Path | None = None, *,
                  dist: Distributed | None = None):
         prepared = text if isinstance(text, PreparedCorpus) else None
@@ -246,58 +254,73 @@ class Trainer:
         self.out_dir = Path(out_dir) if out_dir and self.main else None
         self.rows = dist.rows(tc.batch_size) if dist else None
         if resume_from is not None:
-            loaded = ckpt.load_checkpoint(resume_from)
-            ckpt.resumable_meta(resume_from)
-            if tc.steps <= loaded.meta["step"]:
-                raise TrainConfigError("train.already_there", "the run is already at step {step:,}: set steps higher "
-                                       "to continue it", step=loaded.meta["step"])
-            if prepared is not None and prepared.tokenizer != loaded.tokenizer:
-                raise CorpusError("train.other_tokenizer", "{path} was prepared with another tokenizer than the "
-                                  "run's ({prepared} against {run})", path=prepared.path,
-                                  prepared=prepared.tokenizer.describe(), run=loaded.tokenizer.describe())
-            if tc.tokenizer != loaded.tokenizer.kind:
-                raise TrainConfigError("tokenizer.resume_other", "the run was trained with the {run} tokenizer and "
-                                       "keeps it: leave out --tokenizer to continue it", run=loaded.tokenizer.kind)
-            # a resumed run may ask for a larger batch
-            check_fits_in_memory(loaded.model.cfg, self._local_batch(), self.device)
-            self.model, self.tokenizer = loaded.model, loaded.tokenizer
-            self.history = {**new_history(), **loaded.meta["history"]}
-            self.start_step = loaded.meta["step"] + 1
-            self.stream = torch.Generator().manual_seed(tc.seed + self.start_step)
-            self.elapsed_before = float(loaded.meta.get("wall_time", 0.0))
-            self.diverging = diverging_record(loaded.meta)
+            saved = self._resume(resume_from, prepared)
         else:
-            self.tokenizer = prepared.tokenizer if prepared else self._new_tokenizer(text)
-            if self.tokenizer.vocab_size < 2:
-                if prepared:
-                    raise CorpusError("train.single_token", "the corpus uses a single token: there is nothing to "
-                                      "predict")
-                raise CorpusError("train.single_char", "the corpus uses a single character ({char}): there is "
-                                  "nothing to predict", char=repr(text[:1]))
-            model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
-            check_fits_in_memory(model_cfg, self._local_batch(), self.device)  # before the weights exist
-            self.model, self.stream = build_model(model_cfg, tc.seed)  # on the CPU: the same weights everywhere
-            self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
-            self.diverging = None
+            saved = None
+            self._fresh(model_cfg, text, prepared)
         self.model.to(self.device).train()
-        if prepared is not None:
-            self.unknown, self.train_ids, self.val_ids = Counter(), prepared.train, prepared.val
-        else:
-            self.train_ids, self.val_ids, self.unknown = encode_split(self.tokenizer, text)
-        check_trainable(len(self.train_ids) + len(self.val_ids), self.model.cfg.context)
-        if len(self.val_ids) < self.model.cfg.context + 2:
-            raise CorpusError("train.val_too_short", "the validation split has {n:,} tokens: it needs at least one "
-                              "window of {window}; use a longer corpus or a shorter context", n=len(self.val_ids),
-                              window=self.model.cfg.context + 1)
+        self._data(text, prepared)
         self.optimizer = make_optimizer(self.model, tc)
         # Moments of one optimizer mean nothing to another: after a switch, the new one starts fresh.
-        self.optimizer_restored = resume_from is not None and \
-            loaded.meta["train_config"].get("optimizer", "adamw") == tc.optimizer and \
+        self.optimizer_restored = saved is not None and \
+            saved["train_config"].get("optimizer", "adamw") == tc.optimizer and \
             ckpt.load_optimizer_state(resume_from, self.model, self.optimizer, self.start_step - 1)
         self.sample_gen = torch.Generator(self.device).manual_seed(tc.seed + 1)
         self.corpus_description = corpus_description
         self.step = self.start_step - 1
         self.final_val: float | None = None
+
+    def _resume(self, directory: Path, prepared: PreparedCorpus | None) -> dict:
+        """Take up the run saved in directory: its model, tokenizer, history and step; returns its meta.json."""
+        tc, loaded = self.tc, ckpt.load_checkpoint(directory)
+        ckpt.resumable_meta(directory)
+        if tc.steps <= loaded.meta["step"]:
+            raise TrainConfigError("train.already_there", "the run is already at step {step:,}: set steps higher "
+                                   "to continue it", step=loaded.meta["step"])
+        if prepared is not None and prepared.tokenizer != loaded.tokenizer:
+            raise CorpusError("train.other_tokenizer", "{path} was prepared with another tokenizer than the "
+                              "run's ({prepared} against {run})", path=prepared.path,
+                              prepared=prepared.tokenizer.describe(), run=loaded.tokenizer.describe())
+        if tc.tokenizer != loaded.tokenizer.kind:
+            raise TrainConfigError("tokenizer.resume_other", "the run was trained with the {run} tokenizer and "
+                                   "keeps it: leave out --tokenizer to continue it", run=loaded.tokenizer.kind)
+        # a resumed run may ask for a larger batch
+        check_fits_in_memory(loaded.model.cfg, self._local_batch(), self.device)
+        self.model, self.tokenizer = loaded.model, loaded.tokenizer
+        self.history = {**new_history(), **loaded.meta["history"]}
+        self.start_step = loaded.meta["step"] + 1
+        self.stream = torch.Generator().manual_seed(tc.seed + self.start_step)
+        self.elapsed_before = float(loaded.meta.get("wall_time", 0.0))
+        self.diverging = diverging_record(loaded.meta)
+        return loaded.meta
+
+    def _fresh(self, model_cfg: GPTConfig, text: str | PreparedCorpus, prepared: PreparedCorpus | None) -> None:
+        """Start a new run: the tokenizer, then the model model_cfg describes at its vocabulary, from tc.seed."""
+        self.tokenizer = prepared.tokenizer if prepared else self._new_tokenizer(text)
+        if self.tokenizer.vocab_size < 2:
+            if prepared:
+                raise CorpusError("train.single_token", "the corpus uses a single token: there is nothing to "
+                                  "predict")
+            raise CorpusError("train.single_char", "the corpus uses a single character ({char}): there is "
+                              "nothing to predict", char=repr(text[:1]))
+        model_cfg = GPTConfig.from_dict({**model_cfg.to_dict(), "vocab_size": self.tokenizer.vocab_size})
+        check_fits_in_memory(model_cfg, self._local_batch(), self.device)  # before the weights exist
+        self.model, self.stream = build_model(model_cfg, self.tc.seed)  # on the CPU: the same weights everywhere
+        self.history, self.start_step, self.elapsed_before = new_history(), 0, 0.0
+        self.diverging = None
+
+    def _data(self, text: str | PreparedCorpus, prepared: PreparedCorpus | None) -> None:
+        """The training and validation ids, which must hold windows of the model's context."""
+        if prepared is not None:
+            self.unknown, self.train_ids, self.val_ids = Counter(), prepared.train, prepared.val
+        else:
+            self.train_ids, self.val_ids, self.unknown = encode_split(self.tokenizer, text)
+        context = self.model.cfg.context
+        check_trainable(len(self.train_ids) + len(self.val_ids), context, chars=self.tokenizer.kind == "char")
+        if len(self.val_ids) < context + 2:
+            raise CorpusError("train.val_too_short", "the validation split has {n:,} tokens: it needs at least one "
+                              "window of {window}; use a longer corpus or a shorter context", n=len(self.val_ids),
+                              window=context + 1)
 
     def _local_batch(self) -> int:
         return self.tc.batch_size // (self.dist.world_size if self.dist else 1)
@@ -438,11 +461,13 @@ class Trainer:
                     stack.enter_context(ckpt.training_lock(self.out_dir))
             except UserError as e:
                 refused = e
-            if self.dist is not None and not self.dist.all_ok(refused is None) and refused is None:
-                raise DistributedError("train.rank0_refused", "process 0 could not start the run (its message says "
-                                       "why)")
+            # every process takes part in the vote, whatever it found (only process 0 ever refuses)
+            all_started = self.dist.all_ok(refused is None) if self.dist is not None else refused is None
             if refused is not None:
                 raise refused
+            if not all_started:
+                raise DistributedError("train.rank0_refused", "process 0 could not start the run (its message says "
+                                       "why)")
             try:
                 return self._run(emit, control or TrainControl(), after_backward)
             except ckpt.DiskFull as e:
@@ -460,16 +485,17 @@ class Trainer:
         tokens_per_step = tc.batch_size * self.cfg.context
         clock = ActiveClock()
         wall = lambda: self.elapsed_before + clock.active()  # noqa: E731
-        status, sampled_at, stop = "finished", None, False
+        status, sampled_at, agreed_stop = "finished", None, False
         gradients = self._gradients()
         try:
             for step in range(self.start_step, tc.steps + 1):
                 clock.wait_while_paused(control)
-                # under DDP the stop is the one all processes agreed on at the end of the last step
-                if stop if self.dist else control.stop.is_set():
+                # under DDP, the stop all processes agreed on at the end of the last step; alone, the switch itself
+                stopping = agreed_stop if self.dist else control.stop.is_set()
+                if stopping:
                     status = "stopped"
                     break
-                loss, stop = self._train_step(step, gradients, after_backward, control)
+                loss, agreed_stop = self._train_step(step, gradients, after_backward, control)
                 self.step = step
                 self._record_step(step, loss, emit, wall(), clock.active(), tokens_per_step)
                 if step % tc.eval_every == 0 or step == tc.steps:

@@ -153,7 +153,7 @@ def manage_run(run: runs.RunInfo) -> None:
     if run.damaged:
         st.warning(say(training.damaged_warning(run)))
     if note := run.note:
-        st.warning(say(training.known(note)))
+        st.warning(say(note))
     if (warning := run.diverging) and not run.note:
         st.warning(say(warning))
     if message := forms.run_feedback(run):

@@ -3,11 +3,22 @@ import time
 
 from browser_support import app_server, browser_page, require_chromium, screenshot, wait_for_app
 
+from explorer.i18n import catalog
+
 # A tiny model on 30,000 built-in characters: it trains in the background for a few seconds,
-# long enough to watch the chart grow, and the Stop button ends it.
-SETTINGS = {"Characters": 30_000, "Width d_model": 32, "Layers": 1, "Heads": 2, "FFN width d_ff": 88,
-            "Context (characters)": 32, "Last step": 10_000, "Batch size": 8, "Evaluate every": 25,
-            "Sample every": 20, "Checkpoint every": 0, "CPU threads": 1}
+# long enough to watch the chart grow, and the Stop button ends it. Fields are found by their labels as the
+# catalogs and the config's field tables write them.
+EN, ZH = catalog("en"), catalog("zh")
+SIZES = {"d_model": 32, "n_layer": 1, "n_head": 2, "d_ff": 88, "context": 32, "steps": 10_000, "batch_size": 8,
+         "eval_every": 25, "sample_every": 20, "checkpoint_every": 0, "threads": 1}
+
+
+def labels(lang: dict) -> dict[str, int]:
+    return {lang["training.corpus.characters"]: 30_000,
+            **{lang[f"settings.{name}.label"]: value for name, value in SIZES.items()}}
+
+
+SETTINGS = labels(EN)
 CHART_POINTS = """() => {
     const plot = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
     return plot && plot.data ? plot.data[0].x.length : 0;
@@ -59,8 +70,8 @@ def test_a_short_run_grows_the_chart_and_writes_samples(tmp_path):
 
 # Each out-of-range value a browser's number field lets through: the field says what is allowed, Start goes off
 # with the reason, and a valid value turns it back on.
-INVALID = [("Learning rate", "1000000", "0.003"), ("Last step", "-5", "20"), ("Batch size", "0", "4"),
-           ("Context (characters)", "100000", "16")]
+INVALID = [(EN["settings.lr.label"], "1000000", "0.003"), (EN["settings.steps.label"], "-5", "20"),
+           (EN["settings.batch_size.label"], "0", "4"), (EN["settings.context.label"], "100000", "16")]
 
 
 def test_start_is_disabled_for_each_invalid_field(tmp_path):
@@ -96,9 +107,20 @@ def shown_choice(page, label: str) -> str:
 
 
 def pick(page, label: str, option: str) -> None:
-    page.get_by_role("combobox", name=label, exact=True).click()
+    from playwright.sync_api import expect
+
+    box = page.get_by_role("combobox", name=label, exact=True)
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
+    expect(box).to_have_value(option)
     wait_for_app(page)
+
+
+def top_screenshot(page, name: str) -> None:
+    """The whole page from its top (the app scrolls inside its main block, which a full-page shot does not)."""
+    page.locator('[data-testid="stMain"]').evaluate("main => main.scrollTo(0, 0)")
+    time.sleep(1)
+    screenshot(page, name)
 
 
 def progress_step(page, pattern: str) -> int:
@@ -114,29 +136,29 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
     run trains re-renders the page in place: the run goes on, the live panel and the form keep their values."""
     require_chromium()
     from playwright.sync_api import expect
-    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
+    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=2600) as page:
         page.goto(f"{url}/training")
-        start = page.get_by_role("button", name="Start training")
-        start.wait_for(timeout=60_000)
+        start = page.get_by_role("button", name=EN["training.form.start"])
+        start.wait_for(timeout=180_000)  # (a busy machine builds the 1M corpus slowly)
         wait_for_app(page)
         time.sleep(1)
-        screenshot(page, "training-idle-en")
+        top_screenshot(page, "training-idle-en")
         for label, value in SETTINGS.items():
             set_number(page, label, value)
-        pick(page, "Learning-rate schedule", "cosine")
-        page.get_by_label("Run name (its checkpoint folder)").fill("lang-run")
-        page.get_by_label("Run name (its checkpoint folder)").press("Enter")
+        pick(page, EN["settings.schedule.label"], EN["settings.schedule.choices.cosine"])
+        page.get_by_label(EN["training.form.run_name"]).fill("lang-run")
+        page.get_by_label(EN["training.form.run_name"]).press("Enter")
         wait_for_app(page)
-        time.sleep(1)
-        assert "tr_t_schedule=cosine" in page.url  # a choice is in the URL by its identifier, not its name
+        # what the reload below gives back; a choice is in the URL by its identifier
+        page.wait_for_url(lambda url: "tr_t_schedule=cosine" in url and "tr_name=lang-run" in url)
 
         page.reload()  # the form comes back as it was left, not as the preset
-        start.wait_for(timeout=60_000)
+        start.wait_for(timeout=180_000)
         wait_for_app(page)
-        assert {label: field_value(page, label) for label in SETTINGS} == \
-            {label: str(value) for label, value in SETTINGS.items()}
-        assert field_value(page, "Run name (its checkpoint folder)") == "lang-run"
-        assert shown_choice(page, "Learning-rate schedule") == "cosine"
+        for label, value in SETTINGS.items():
+            expect(page.get_by_label(label, exact=True)).to_have_value(str(value))
+        expect(page.get_by_label(EN["training.form.run_name"], exact=True)).to_have_value("lang-run")
+        assert shown_choice(page, EN["settings.schedule.label"]) == "cosine"
 
         start.click()
         page.get_by_text("lang-run · running").wait_for(timeout=60_000)
@@ -144,34 +166,40 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
         expect(start).to_be_disabled()
         expect(page.get_by_text("one run trains at a time")).to_have_count(1)
         time.sleep(1)
-        screenshot(page, "training-running-en")
+        top_screenshot(page, "training-running-en")
         before = progress_step(page, r"step ([\d,]+) of 10,000")
-        next_name = field_value(page, "Run name (its checkpoint folder)")  # (the name moved on as the run started)
+        next_name = field_value(page, EN["training.form.run_name"])  # (the name moved on as the run started)
 
         page.get_by_text("中文", exact=True).click()
         page.get_by_text("lang-run · 运行中").wait_for(timeout=60_000)
         wait_for_app(page)
         assert "lang=zh" in page.url
-        page.get_by_role("button", name="开始训练").wait_for()
-        expect(page.get_by_role("button", name="开始训练")).to_be_disabled()
-        assert field_value(page, "宽度 d_model") == "32" and field_value(page, "最后一步") == "10000"
-        assert field_value(page, "批大小") == "8" and field_value(page, "字符数") == "30000"
-        assert shown_choice(page, "学习率调度") == "余弦" and shown_choice(page, "预设") == "教程配置"
-        assert field_value(page, "运行名称（也是检查点文件夹的名字）") == next_name != "lang-run"
+        page.get_by_role("button", name=ZH["training.form.start"]).wait_for()
+        expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_disabled()
+        assert {label: field_value(page, label) for label in labels(ZH)} == \
+            {label: str(value) for label, value in labels(ZH).items()}
+        assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"
+        assert shown_choice(page, ZH["training.form.preset"]) == ZH["training.recipes.tutorial.name"] == "教程配置"
+        assert field_value(page, ZH["training.form.run_name"]) == next_name != "lang-run"
         points = chart_points(page)
         page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
         assert progress_step(page, r"第 ([\d,]+) 步 / 共 10,000 步") > before
-        assert shown_choice(page, "学习率调度") == "余弦"  # (and still so after the live panel's reruns)
+        assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"  # (still, after the live panel reran)
         errors = page.locator('[data-testid="stException"]')
         assert errors.count() == 0, errors.all_inner_texts()
         time.sleep(1)
-        screenshot(page, "training-running-zh")
+        top_screenshot(page, "training-running-zh")
 
-        page.get_by_role("button", name="停止").click()
+        page.get_by_role("button", name=ZH["training.live.stop"]).click()
         page.get_by_text("lang-run · 已停止").wait_for(timeout=60_000)
         page.get_by_text("已停止在第").wait_for()
         wait_for_app(page)
-        expect(page.get_by_role("button", name="开始训练")).to_be_enabled(timeout=30_000)
+        expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_enabled(timeout=30_000)
         time.sleep(1)
-        screenshot(page, "training-idle-zh")
+        top_screenshot(page, "training-idle-zh")
+        page.get_by_role("tab", name=ZH["training.tab_runs"]).click()
+        page.get_by_text(ZH["training.upload.file"]).wait_for()
+        expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
+        time.sleep(1)
+        screenshot(page, "training-runs-zh")
     assert (tmp_path / "lang-run" / "model.safetensors").is_file()

@@ -7,6 +7,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from gptcore import checkpoint as ckpt
+from gptcore import errors
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
 from gptcore.model import GPT
@@ -266,3 +267,137 @@ def test_a_name_too_long_is_refused_not_cut():
     assert ckpt.safe_name("a" * 64) == "a" * 64
     with pytest.raises(ckpt.CheckpointError, match="a checkpoint name has at most 64 characters; 'a{24}…' has 300"):
         ckpt.safe_name("a" * 300)
+
+
+# ---------------------------------------------------------------- the training lock
+
+def test_a_lock_that_cannot_be_read_is_held_not_taken_over(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    for text in ("", "not a pid", "0"):  # (an empty lock is what a writer leaves for an instant without _claim)
+        (run / ckpt.LOCK).write_text(text)
+        with pytest.raises(ckpt.CheckpointError, match=f"holds a training lock \\({ckpt.LOCK}\\) that cannot be "
+                                                       "read: if no process is training into it, delete that file"):
+            with ckpt.training_lock(run):
+                pass
+        assert (run / ckpt.LOCK).read_text() == text
+
+
+def test_a_second_run_of_this_process_cannot_take_the_lock_nor_clear_the_first_runs_snapshots(saved):
+    directory, model = saved
+    (directory / "model.safetensors").unlink()  # a run that has saved snapshots but no checkpoint yet
+    snapshot = ckpt.save_snapshot(directory, model, CharTokenizer.from_text("abcdefgh"), 0)
+    with ckpt.training_lock(directory):
+        assert (directory / ckpt.LOCK).read_text().split()[0] == str(os.getpid())
+        for second in (lambda: ckpt.training_lock(directory).__enter__(), lambda: ckpt.check_new_folder(directory)):
+            with pytest.raises(ckpt.CheckpointError, match="is being trained by another job of this program"):
+                second()
+        assert snapshot.is_file() and not ckpt.clear_abandoned(directory)
+    assert not (directory / ckpt.LOCK).exists()
+
+
+def test_a_lock_names_its_process_by_pid_and_start_time_so_a_reused_pid_holds_nothing(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    parent = os.getppid()
+    started = open(f"/proc/{parent}/stat").read().rpartition(")")[2].split()[19]
+    (run / ckpt.LOCK).write_text(f"{parent} {started}")
+    assert ckpt.lock_holder(run) == parent
+    (run / ckpt.LOCK).write_text(f"{parent} {int(started) + 1}")  # that pid, given to another process since
+    assert ckpt.lock_holder(run) is None
+    with ckpt.training_lock(run):  # taken over
+        assert (run / ckpt.LOCK).read_text().split()[0] == str(os.getpid())
+    assert not run.exists()  # released, and the folder it emptied removed
+
+
+# ---------------------------------------------------------------- optimizer state, links, metadata, history
+
+def test_optimizer_state_missing_a_slot_is_refused_before_training(tmp_path):
+    from gptcore.train import TrainConfig, Trainer
+
+    text = "the cat sat on the mat. " * 200
+    run = tmp_path / "r"
+    tiny = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
+    # an AdamW moment gone (a step would fail on that parameter), and an AdamW moment on a matrix Muon updates
+    for optimizer, name, found in (("adamw", "head.weight", "exp_avg, step"),
+                                   ("muon", "blocks.0.ffn.w1.weight", "exp_avg, momentum")):
+        tc = TrainConfig(steps=3, batch_size=4, final_eval=False, threads=1, optimizer=optimizer)
+        Trainer(tiny, tc, text, out_dir=run / optimizer).run()
+        state = load_file(str(run / optimizer / "optimizer.safetensors"))
+        if optimizer == "adamw":
+            del state[f"{name}::exp_avg_sq"]
+        else:
+            state[f"{name}::exp_avg"] = torch.zeros_like(state[f"{name}::momentum"])
+        save_file(state, str(run / optimizer / "optimizer.safetensors"), {"step": "3"})
+        needed = "exp_avg, exp_avg_sq, step" if optimizer == "adamw" else "momentum"
+        with pytest.raises(ckpt.CheckpointError, match=f"the optimizer state of {name} holds {found} where it needs "
+                                                       f"{needed}: delete that file to continue with a fresh "
+                                                       "optimizer"):
+            Trainer(None, TrainConfig(**{**tc.to_dict(), "steps": 5}), text, out_dir=run / optimizer,
+                    resume_from=run / optimizer)
+
+
+def test_deleting_or_renaming_a_link_never_touches_what_it_points_to(saved, tmp_path):
+    directory, _ = saved
+    link = tmp_path / "link"
+    link.symlink_to(directory)
+    for action in (lambda: ckpt.delete_checkpoint(link, tmp_path), lambda: ckpt.rename_checkpoint(link, "x", tmp_path)):
+        with pytest.raises(ckpt.CheckpointError, match="link is a link or a file, not a checkpoint folder"):
+            action()
+    assert ckpt.load_checkpoint(directory).meta["step"] == 7 and link.is_symlink() and not (tmp_path / "x").exists()
+    with pytest.raises(ckpt.CheckpointError, match="is not inside"):
+        ckpt.delete_checkpoint(directory / "..", tmp_path)  # (the root itself)
+    assert directory.is_dir()
+
+
+def test_the_inspector_reads_a_weights_step_through_the_checked_header_reader(saved):
+    from gptcore import inspector
+
+    directory, _ = saved
+    assert inspector.weights_step(directory / "model.safetensors") == 7
+    with pytest.raises(ckpt.CheckpointError, match="run is not a regular file but a folder"):
+        inspector.weights_step(directory)
+
+
+def test_a_bug_while_rebuilding_the_model_is_not_called_unusable_metadata(saved, monkeypatch):
+    directory, model = saved
+
+    def broken(data):
+        raise TypeError("a bug")
+    monkeypatch.setattr(GPTConfig, "from_dict", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        ckpt.load_checkpoint(directory)
+    monkeypatch.undo()
+    meta = {"format": ckpt.FORMAT, "step": "seven", "config": json.dumps(model.cfg.to_dict()),
+            "tokenizer": json.dumps(CharTokenizer.from_text("abcdefgh").to_dict())}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"),
+              metadata=meta)
+    with pytest.raises(ckpt.CheckpointError, match="records the step 'seven', not a whole number"):
+        ckpt.load_checkpoint(directory)
+
+
+@pytest.mark.parametrize("history", [{"step": [0, 1], "train_loss": [4.0, 3.0], "lr": [0.1]},
+                                     {"step": [0, 1], "train_loss": [4.0, 3.0], "time": [0.5, 1.0, 2.0]},
+                                     {"eval_step": [0], "eval_val": [4.0], "eval_train": []}])
+def test_series_recorded_together_must_have_the_same_length(saved, history):
+    directory, _ = saved
+    meta = json.loads((directory / "meta.json").read_text())
+    (directory / "meta.json").write_text(json.dumps({**meta, "history": history}))
+    assert ckpt.checked_meta(directory)[1] == ["history"]
+    whole = {"step": [0, 1], "train_loss": [4.0, 3.0], "lr": [0.1, 0.1], "time": [0.5, 1.0]}
+    (directory / "meta.json").write_text(json.dumps({**meta, "history": whole}))
+    assert ckpt.checked_meta(directory) == ({**meta, "history": whole}, [])
+
+
+def test_a_stored_message_whose_template_would_build_a_huge_string_is_left_out(saved):
+    directory, _ = saved
+    meta = json.loads((directory / "meta.json").read_text())
+    for template in ("{a:>100000000}", "{a:.100000000f}", "{a.__class__}", "{a[0]}", "{0}"):
+        (directory / "meta.json").write_text(json.dumps({**meta, "message": {"key": "train.x", "template": template,
+                                                                             "params": {"a": 1}}}))
+        assert ckpt.checked_meta(directory)[1] == ["message"], template
+    said = {"key": "train.x", "template": "loss {a:,.1f} at step {n:,} ({kind!r})", "params": {"a": 1234.5, "n": 7,
+                                                                                                "kind": "x"}}
+    (directory / "meta.json").write_text(json.dumps({**meta, "message": said}))
+    assert ckpt.checked_meta(directory)[1] == []
+    assert errors.stored_message(said) == "loss 1,234.5 at step 7 ('x')"

@@ -232,3 +232,32 @@ def test_weights_that_are_a_link_to_a_device_or_miss_their_tokenizer_are_named(t
     assert main(["sample", "--checkpoint", str(odd), "--chars", "5"]) == 2
     assert capsys.readouterr().err == f"error: {odd / 'model.safetensors'} has no 'tokenizer' in its metadata, so " \
                                       "the model cannot be rebuilt from it\n"
+
+
+def test_the_built_in_stories_are_as_long_as_asked_and_a_file_gives_its_first_million_characters(tmp_path):
+    from gptcore.cli import parse_args, training_corpus
+
+    corpus, source = training_corpus(parse_args(["train", "--data", "builtin", "--builtin-chars", "1000050",
+                                                 "--out", "x"]))
+    assert len(corpus.text) == 1_000_050 and source.chars == 1_000_050  # not cut to --max-chars' default
+    text = tmp_path / "long.txt"
+    text.write_text("a" * 1_000_100)
+    corpus, source = training_corpus(parse_args(["train", "--data", str(text), "--out", "x"]))
+    assert len(corpus.text) == 1_000_000 and source.max_chars == 1_000_000  # the tutorial's first million
+
+
+def test_copying_with_fewer_than_two_repeats_is_refused_with_a_message(trained, capsys):
+    assert main(["copying", "--checkpoint", str(trained), "--repeats", "0"]) == 2
+    assert "error: repeats must be at least 2: copying needs a copy to copy from, got 0" in capsys.readouterr().err
+
+
+def test_an_out_name_that_is_changed_is_said_and_dot_names_the_current_folder(tmp_path, monkeypatch, capsys):
+    args = ["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "1", *SMALL]
+    assert main([*args, "--out", str(tmp_path / "my run")]) == 0
+    assert "note: the checkpoint folder is named my-run: 'my run' is not a usable checkpoint name" in \
+        capsys.readouterr().err
+    assert ckpt.load_checkpoint(tmp_path / "my-run").meta["step"] == 1
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main([*args, "--out", "."]) == 0
+    assert ckpt.load_checkpoint(tmp_path / "here").meta["step"] == 1

@@ -166,3 +166,61 @@ def test_utf16_unreadable_files_and_nonpositive_sizes_get_clear_messages(tmp_pat
                      ({"builtin_chars": 0}, "builtin_chars")):
         with pytest.raises(CorpusError, match=f"{name} must be at least 1"):
             load_corpus("builtin", **kw)
+
+
+def test_a_file_in_a_folder_that_cannot_be_entered_is_a_clear_error(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_stat = Path.stat
+
+    def deny(self, *args, **kw):  # what stat says of a path under a folder without x permission (as non-root)
+        if self.parent == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kw)
+    monkeypatch.setattr(Path, "stat", deny)
+    with pytest.raises(CorpusError, match=f"cannot read {locked / 'stories.txt'}: Permission denied"):
+        read_corpus_file(locked / "stories.txt")
+    with pytest.raises(CorpusError, match="no such file"):
+        read_corpus_file(tmp_path / "stories.txt" / "x")  # (a file on the way: no such file either)
+
+
+def test_a_download_cut_short_leaves_no_partial_file(tmp_path):
+    class Short(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"x" * 10)  # and the connection closes
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Short)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(CorpusError, match="stopped after 10 of 1,000 bytes"):
+            download_tinystories_valid(f"http://127.0.0.1:{server.server_port}/x.txt", tmp_path / "cache")
+    finally:
+        server.shutdown()
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_two_downloads_at_once_each_write_their_own_file(http_server, tmp_path):
+    url, cache = f"{http_server}/TinyStoriesV2-GPT4-valid.txt", tmp_path / "cache"
+    story = "Once upon a time.\n<|endoftext|>\n" * 10_000  # several reads long
+    (tmp_path / "served" / "TinyStoriesV2-GPT4-valid.txt").write_text(story)
+    inner = []
+
+    def meanwhile(done, total):  # a second tab downloads the same file while the first is halfway
+        if not inner and done < total:
+            inner.append(download_tinystories_valid(url, cache))
+    path = download_tinystories_valid(url, cache, progress=meanwhile)
+    assert inner == [path] and path.read_text() == story
+    assert [p.name for p in cache.iterdir()] == [path.name]
+
+
+def test_a_bpe_corpus_too_short_is_said_in_tokens():
+    with pytest.raises(CorpusError, match="corpus has 100 tokens; context 128 needs at least 1,300 so that the 10% "
+                                          "validation split still holds one window of 129 tokens"):
+        check_trainable(100, 128, chars=False)

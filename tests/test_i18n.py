@@ -189,6 +189,42 @@ def test_a_library_message_is_translated_with_its_values():
     assert at.markdown[0].value == "d_model (130) must be divisible by n_head (4)"
 
 
+def test_a_stored_message_the_catalog_cannot_say_is_shown_in_its_own_english():
+    def script():
+        import streamlit as st
+
+        from explorer.i18n import say
+        from gptcore.errors import stored_message
+
+        def stored(key, template, **params):
+            return stored_message({"key": key, "template": template, "params": params})
+        for shown in (stored("data.file_corpus", "file {name}", name="a.txt"),  # known: in Chinese
+                      stored("data.from_a_later_version", "file {name}", name="a.txt"),  # a key not in the catalog
+                      stored("data.file_corpus", "file {path}", path="a.txt"),  # its values are others
+                      stored("data.first_chars", "{corpus}, first {n} chars", n="many",  # a spec it never had
+                             corpus={"key": "nope", "template": "x", "params": {}})):
+            st.write(say(shown))
+
+    at = AppTest.from_function(script)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [m.value for m in at.markdown] == [i18n.catalog("zh")["messages.data.file_corpus"].format(name="a.txt"),
+                                              "file a.txt", "file a.txt", "x, first many chars"]
+
+
+def test_a_message_the_code_builds_with_a_key_missing_from_the_catalog_is_a_bug():
+    def script():
+        from explorer.i18n import say
+        from gptcore.errors import message
+
+        say(message("data.no_such_key", "x"))
+
+    at = AppTest.from_function(script)
+    at.query_params["lang"] = "zh"
+    assert "messages.data.no_such_key" in at.run().exception[0].value
+
+
 def test_two_tabs_keep_their_own_language():
     zh = AppTest.from_file(APP, default_timeout=60)
     zh.query_params["lang"] = "zh"

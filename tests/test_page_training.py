@@ -20,7 +20,7 @@ from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
 from gptcore import data as data_module
 from gptcore import runs, sources
-from gptcore.config import GPTConfig
+from gptcore.config import GPTConfig, settings
 from gptcore.describe import count_params
 from gptcore.recipes import RECIPES
 from gptcore.sources import CorpusSource
@@ -499,7 +499,7 @@ def test_a_server_path_outside_the_allowed_folders_is_refused_and_said(root, tmp
 # (steps 0 is a run of one step, step 0: range(0 + 1) in the tutorial's loop)
 @pytest.mark.parametrize("key, value, label", [("tr_t_lr", 1_000_000.0, "Learning rate"),
                                                ("tr_t_steps", -5, "Last step"), ("tr_t_batch_size", 0, "Batch size"),
-                                               ("tr_m_context", 100_000, "Context (characters)")])
+                                               ("tr_m_context", 100_000, settings(GPTConfig)["context"].label)])
 def test_start_is_off_while_a_field_is_out_of_range(key, value, label):
     at = page()
     at.number_input(key=key).set_value(value).run()

@@ -56,6 +56,46 @@ def test_a_prepared_bpe_corpus_holds_the_ids_the_run_would_encode(text_file, tmp
     assert torch.equal(prepared.whole[0:header["tokens"]], torch.cat([train, val]))
 
 
+def test_a_bpe_corpus_without_line_breaks_is_cut_only_where_no_token_changes(tmp_path, small_reads):
+    one_line = tmp_path / "one_line.txt"
+    one_line.write_text(STORY.replace("\n", " ") * 150, encoding="utf-8")  # 8,000 characters and more per block
+    prepare.prepare(one_line, tmp_path / "p", "bpe", 300)
+    prepared = prepare.open_prepared(tmp_path / "p")
+    train, val, _ = encode_split(prepared.tokenizer, one_line.read_text(encoding="utf-8"))
+    assert torch.equal(prepared.whole[0:len(prepared.whole)], torch.cat([train, val]))
+
+
+def test_out_naming_a_file_or_a_source_behind_a_closed_folder_is_refused_with_a_message(text_file, tmp_path,
+                                                                                         monkeypatch, capsys):
+    from pathlib import Path
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    assert cli.main(["prepare", "--data", str(text_file), "--out", str(mine)]) == 2
+    assert f"error: {mine} is a file, not a folder: choose a folder for the prepared corpus" in \
+        capsys.readouterr().err
+    assert mine.read_text() == "mine"
+    real_stat = Path.stat
+
+    def deny(self, *args, **kw):  # what stat says of a path under a folder without x permission (as non-root)
+        if self == text_file:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kw)
+    monkeypatch.setattr(Path, "stat", deny)
+    with pytest.raises(CorpusError, match=f"cannot read {text_file}: Permission denied"):
+        prepare.prepare(text_file, tmp_path / "p")
+    monkeypatch.undo()
+    real_open = open
+
+    def deny_open(path, *args, **kw):  # a file its owner may read, and this user may not
+        if str(path) == str(text_file):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kw)
+    monkeypatch.setattr("builtins.open", deny_open)
+    with pytest.raises(CorpusError, match=f"cannot read {text_file}: Permission denied"):
+        prepare.prepare(text_file, tmp_path / "p")
+
+
 def test_windows_are_read_from_the_file_at_their_starts(text_file, tmp_path):
     prepare.prepare(text_file, tmp_path / "p")
     prepared = prepare.open_prepared(tmp_path / "p")

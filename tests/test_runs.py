@@ -275,7 +275,7 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
         assert {"one/model.safetensors", "one/meta.json", "one/config.json", "one/optimizer.safetensors"} <= set(
             z.namelist())
     assert runs.suggest_name("one", tmp_path) == "one-1"
-    with pytest.raises(ckpt.CheckpointError, match="already exists"):
+    with pytest.raises(ckpt.CheckpointError, match="two already holds a trained model; continue it with --resume"):
         runs.new_run_dir("two", tmp_path)
     renamed = runs.rename_run(runs.read_run(one.path), "renamed run", tmp_path)
     assert renamed.name == "renamed-run" and ckpt.load_checkpoint(renamed).meta["step"] == 20
@@ -333,7 +333,7 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
     assert runs.new_run_dir("dead", tmp_path) == dead and not dead.exists()
     (dead / "notes.txt").parent.mkdir()
     (dead / "notes.txt").write_text("mine")  # a folder with someone's own files is not ours to clear
-    with pytest.raises(ckpt.CheckpointError, match="a run named 'dead' already exists"):
+    with pytest.raises(ckpt.CheckpointError, match=r"dead already holds files this run did not write \(notes.txt\)"):
         runs.new_run_dir("dead", tmp_path)
     assert (dead / "notes.txt").read_text() == "mine"
 
@@ -405,3 +405,76 @@ def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
     job.join(60)
     gc.collect()
     assert job.snapshot().status == "finished" and ids() is None  # the registry keeps the job's state only
+
+
+# ---------------------------------------------------------------- corpus sources read back, server paths
+
+@pytest.mark.parametrize("record", [{"kind": "builtin", "seed": "x"}, {"kind": "builtin", "chars": True},
+                                    {"kind": "file", "path": ["a"]}, {"kind": "file", "path": "a", "max_chars": "5"},
+                                    {"kind": "upload", "name": 3}, {"kind": "tinystories", "max_chars": 2.5}])
+def test_a_recorded_source_with_a_field_of_the_wrong_kind_is_not_understood(record):
+    assert CorpusSource.from_dict(record) is None
+    assert CorpusSource.from_dict({"kind": "file", "path": "a.txt", "max_chars": 5, "seed": 1}) == \
+        CorpusSource("file", path="a.txt", max_chars=5, seed=1)
+
+
+def test_the_app_reads_a_server_file_only_inside_its_folders_and_never_a_hidden_one(tmp_path, monkeypatch):
+    from gptcore.sources import allowed_path
+
+    outside = tmp_path / "secret.txt"
+    outside.write_text("the server's own file " * 50)
+    source = CorpusSource("file", path=str(outside))
+    assert source.load().text.startswith("the server's own file")  # the command line reads what it is given
+    with pytest.raises(CorpusError, match="is outside the folders this app reads files from"):
+        source.load(confine=True)  # the app does not
+    data = tmp_path / "data"
+    (data / ".cache").mkdir(parents=True)
+    (data / ".cache" / "notes.txt").write_text("x")
+    (data / "stories.txt").write_text("y")
+    (data / "link.txt").symlink_to(ckpt.PROJECT_ROOT / ".git" / "config")
+    monkeypatch.setenv("GPTCORE_DATA", str(data))
+    for hidden in (ckpt.PROJECT_ROOT / ".git" / "config", data / ".cache" / "notes.txt", data / "link.txt"):
+        with pytest.raises(CorpusError, match="is hidden, or inside a hidden folder .* this app never reads those"):
+            allowed_path(str(hidden))
+    assert allowed_path(str(data / "stories.txt")) == data / "stories.txt"
+    monkeypatch.chdir(tmp_path)  # a relative path is the project's, whatever folder the server started in
+    assert allowed_path("README.md") == ckpt.PROJECT_ROOT / "README.md"
+
+
+# ---------------------------------------------------------------- what the runs table says
+
+def test_a_run_trained_elsewhere_names_its_process_even_once_its_lock_is_gone(tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "meta.json").write_text('{"status": "running", "step": 3}')
+    (busy / ckpt.LOCK).write_text(str(os.getppid()))
+    run = runs.read_run(busy)
+    (busy / ckpt.LOCK).unlink()  # that process finished between the listing and the click
+    assert run.status == "elsewhere" and run.holder == os.getppid()
+    assert run.blocker("continue") == f"Another process (pid {os.getppid()}, the command line?) is training it now."
+
+
+def test_a_suggested_name_is_always_a_usable_one(tmp_path):
+    base = "a" * ckpt.MAX_NAME
+    first = runs.suggest_name(base, tmp_path)
+    assert first == "a" * (ckpt.MAX_NAME - 2) + "-1" and ckpt.safe_name(first) == first
+    (tmp_path / first).mkdir()
+    assert runs.suggest_name(base, tmp_path, taken={"a" * (ckpt.MAX_NAME - 2) + "-2"}) == \
+        "a" * (ckpt.MAX_NAME - 2) + "-3"
+
+
+def test_the_model_summary_comes_from_the_weights_header_and_a_bug_in_it_is_not_hidden(corpus, tmp_path,
+                                                                                       monkeypatch):
+    train(corpus, tmp_path / "one")
+    (tmp_path / "one" / "config.json").unlink()  # only for people to read: the weights say what the model is
+    run = runs.read_run(tmp_path / "one")
+    assert runs.model_summary(run) == describe.describe_model(ckpt.load_checkpoint(run.path).model.cfg)
+    (tmp_path / "one" / "model.safetensors").write_bytes(b"garbage")
+    assert runs.model_summary(run) == ""
+
+    def broken(cfg):
+        raise TypeError("a bug")
+    train(corpus, tmp_path / "two")
+    monkeypatch.setattr(runs, "describe_model", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        runs.model_summary(runs.read_run(tmp_path / "two"))

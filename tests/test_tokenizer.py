@@ -48,6 +48,14 @@ def test_a_long_text_encodes_in_blocks_to_the_same_ids_as_in_one_piece(bpe):
     assert "".join(text_blocks(long)) == long
 
 
+def test_a_long_text_without_line_breaks_is_cut_before_a_space_and_still_encodes_the_same(bpe):
+    long = "Lily and Tom played in the park,  all day! 12 34 " * 3000  # one line of 150,000 characters
+    blocks = list(text_blocks(long))
+    assert len(blocks) > 2 and all(b.startswith(" ") and not b[1].isspace() for b in blocks[1:])
+    assert "".join(blocks) == long
+    assert bpe.encode(long) == bpe.hf.encode(long, add_special_tokens=False).ids
+
+
 def test_tokens_show_with_visible_spaces_and_partial_bytes_marked(bpe):
     space_word = next(i for i in range(bpe.vocab_size) if bpe.token_bytes(i) == b" Lily")
     assert bpe.piece(space_word) == " Lily" and bpe.display(space_word) == "␣Lily"

@@ -140,6 +140,12 @@ def test_continuing_needs_more_steps_and_counts_only_characters_the_model_knows(
         Trainer(None, TrainConfig(steps=5, batch_size=4), unknown_mostly, out_dir=run, resume_from=run)
 
 
+def test_a_bpe_corpus_too_short_for_the_context_is_said_in_tokens():
+    with pytest.raises(CorpusError, match="corpus has [0-9]+ tokens; context 32 needs at least 340 so that the 10% "
+                                          "validation split still holds one window of 33 tokens"):
+        Trainer(TINY, TrainConfig(tokenizer="bpe", bpe_vocab=300), TEXT[:600])
+
+
 @pytest.mark.parametrize("bad, message", [({"lr": -1}, "lr must be"), ({"steps": -1}, "steps must be an integer"),
                                           ({"batch_size": 10**6}, "batch_size must be"),
                                           ({"lr": float("nan")}, "lr must be"), ({"schedule": "step"}, "schedule")])
