@@ -461,6 +461,22 @@ def delete_run(run: runs.RunInfo) -> None:
     ss.pop("tr_manage", None)
 
 
+def checkpoint_upload() -> None:
+    """Upload a checkpoint zip (a teacher's trained model, say) to keep it as a run."""
+    st.markdown(t("training.upload.heading"))
+    st.caption(t("training.upload.intro"))
+    zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
+    zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
+    name_col.text_input(t("training.upload.name"), key="tr_import_name")
+    st.button(t("training.upload.add"), key="tr_import", on_click=import_checkpoint,
+              disabled=ss.get("tr_import_zip") is None)
+    kind, said = ss.get("tr_import_feedback") or (None, None)
+    if kind == "error":
+        st.error(say(said))
+    elif kind == "success":
+        st.success(t("training.upload.added", name=said))
+
+
 def import_checkpoint() -> None:
     """Keep an uploaded checkpoint zip as a run (gptcore.checkpoint.import_checkpoint_zip checks it first)."""
     upload = ss.get("tr_import_zip")

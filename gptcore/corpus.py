@@ -27,7 +27,7 @@ SEPARATOR = "\n<|endoftext|>\n"
 SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
 PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
 NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
-ECHO_CHANCE = 0.3  # share of stories that are a game of echo: a made-up word said, then said right back
+ECHO_CHANCE = 0.5  # share of stories that are a game of echo: a made-up word said, then said right back
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -841,29 +841,30 @@ def _plot_weather(b: _Builder):
 
 
 _ECHO_ROUNDS = [
-    '{a} said, "{w}!" {b} said it right back: "{w}!"',
-    '"{w}!" called {a}. "{w}!" called {b}.',
-    '{a} shouted, "{w}!" Then {b} shouted, "{w}!"',
-    '"{w}!" said {a}, and {b} said, "{w}!"',
+    '{a} said, "{w}!" {B} said it right back, twice: "{w}! {w}!"',
+    '"{w}!" called {a}. "{w}! {w}!" called {b}.',
+    '{a} shouted, "{w}!" Then {b} shouted, "{w}, {w}!"',
+    '"{w}!" said {a}, and {b} said, "{w}! {w}!"',
 ]
 
 
 def _plot_echo(b: _Builder):
-    """The echo game: one says a made-up word, the other says it right back, the words growing longer.
+    """The echo game: one says a made-up word, the other says it right back twice, the words growing longer.
 
-    Each word is said twice a few characters apart, so copying the earlier mention is the only way to predict the
-    second: many short copies, which is where a model first learns to copy at all.
+    Each word comes back a few characters after it was said, so copying the earlier mention is the only way to
+    predict it: many short copies, which is where a model first learns to copy at all.
     """
     names = {"H": b.speakers["H"][0], "C": b.speakers["C"][0]}
     b.add("One day, {H} and {C} played the echo game {at_place}.", "{H} and {C} loved to play the echo game.")
     b.add("One of them says a funny word, and the other has to say it right back.",
           "In the echo game, you say a silly word, and your friend says it back to you.")
     b.para()
-    rounds = b.rng.randint(10, 16)
+    rounds = b.rng.randint(10, 15)
     for r in range(rounds):
         first, second = ("H", "C") if r % 2 == 0 else ("C", "H")
         word = _invent_code(b.rng, min(2 + r // 2 + b.rng.randint(0, 2), 10))
-        b.cur.append(_cap(b.pick(_ECHO_ROUNDS).format(a=names[first], b=names[second], w=word)))
+        b.cur.append(_cap(b.pick(_ECHO_ROUNDS).format(a=names[first], b=names[second], B=_cap(names[second]),
+                                                      w=word)))
         if r % 4 == 3 and r < rounds - 1:
             b.para()
     b.para()

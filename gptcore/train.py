@@ -58,7 +58,8 @@ def diverging_record(meta: dict) -> dict | None:
     info = meta.get("diverging")
     ok = isinstance(info, dict) and all(isinstance(info.get(k), int) and not isinstance(info.get(k), bool)
                                         for k in ("step", "vocab")) and info["vocab"] >= 1 and \
-        isinstance(info.get("loss"), int | float) and not isinstance(info.get("loss"), bool)
+        isinstance(info.get("loss"), int | float) and not isinstance(info.get("loss"), bool) and \
+        (isinstance(info["loss"], float) or abs(info["loss"]) <= 1e308)  # (10**400 cannot be formatted as a float)
     return info if ok else None
 
 

@@ -218,27 +218,11 @@ def runs_overview() -> None:
         st.plotly_chart(training.overlay_figure(frame), key="tr_compare_chart")
 
 
-def add_checkpoint() -> None:
-    """Upload a checkpoint zip (a teacher's trained model, say) to keep it as a run."""
-    st.markdown(t("training.upload.heading"))
-    st.caption(t("training.upload.intro"))
-    zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
-    zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
-    name_col.text_input(t("training.upload.name"), key="tr_import_name")
-    st.button(t("training.upload.add"), key="tr_import", on_click=forms.import_checkpoint,
-              disabled=ss.get("tr_import_zip") is None)
-    kind, said = ss.get("tr_import_feedback") or (None, None)
-    if kind == "error":
-        st.error(say(said))
-    elif kind == "success":
-        st.success(t("training.upload.added", name=said))
-
-
 def runs_tab() -> None:
     listed = training.listed_runs(registry)
     if not listed:
         st.info(t("training.runs.none_yet", root=ckpt.CHECKPOINT_ROOT))
-        add_checkpoint()
+        forms.checkpoint_upload()
         return
     st.fragment(runs_overview, run_every=RUNS_REFRESH_S if training_now else None)()
     names = [r.name for r in listed]
@@ -251,7 +235,7 @@ def runs_tab() -> None:
     pick = st.selectbox(t("training.runs.run"), names, key="tr_manage",
                         on_change=lambda: ss.pop("tr_runs_feedback", None))
     manage_run(next(r for r in listed if r.name == pick))
-    add_checkpoint()
+    forms.checkpoint_upload()
 
 
 # ---------------------------------------------------------------- page
@@ -260,8 +244,10 @@ st.title(t("training.title"))
 st.markdown(t("training.intro"))
 forms.init_form()
 # The live panel redraws every second; Streamlit would dim it while each redraw is on its way,
-# so on a busy CPU the whole panel would flicker between faded and sharp.
-st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}</style>")
+# so on a busy CPU the whole panel would flicker between faded and sharp. Its six numbers are set a little smaller
+# than Streamlit's, so that a duration in words ("7 分 38 秒") fits its column.
+st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}"
+        ".st-key-tr_live [data-testid='stMetricValue'] {font-size: 1.75rem;}</style>")
 active = registry.active()
 training_now = active is not None and active.state.kind == training.JOB_KIND
 st.fragment(live_view, run_every=LIVE_REFRESH_S if training_now else None)()

@@ -198,7 +198,7 @@ def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tm
         time.sleep(1)
         top_screenshot(page, "training-idle-zh")
         page.get_by_role("tab", name=ZH["training.tab_runs"]).click()
-        page.get_by_text(ZH["training.upload.file"]).wait_for()
+        page.get_by_text(ZH["training.upload.file"], exact=True).wait_for()
         expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
         time.sleep(1)
         screenshot(page, "training-runs-zh")

@@ -140,6 +140,14 @@ def test_continuing_needs_more_steps_and_counts_only_characters_the_model_knows(
         Trainer(None, TrainConfig(steps=5, batch_size=4), unknown_mostly, out_dir=run, resume_from=run)
 
 
+def test_a_diverging_record_is_read_back_only_when_its_message_can_say_it():
+    record = {"step": 12, "loss": 99.5, "vocab": 74}
+    for loss in (99.5, 99, float("inf")):
+        assert train.diverging_record({"diverging": {**record, "loss": loss}}) == {**record, "loss": loss}
+    for loss in (10 ** 400, True, "99"):  # (10**400: too large for the float it is formatted as)
+        assert train.diverging_record({"diverging": {**record, "loss": loss}}) is None
+
+
 def test_a_bpe_corpus_too_short_for_the_context_is_said_in_tokens():
     with pytest.raises(CorpusError, match="corpus has [0-9]+ tokens; context 32 needs at least 340 so that the 10% "
                                           "validation split still holds one window of 33 tokens"):
