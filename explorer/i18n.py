@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.errors import Message, UserError, shown
@@ -151,6 +152,22 @@ def choice(s: Setting, value) -> str:
 
 # ---------------------------------------------------------------- the switch
 
+def keep_widget_values() -> None:
+    """Set every kept value again from Python, so the page redraws with the same choices in the new language.
+
+    The browser holds a select box's or radio's choice as the text it shows and sends that text back; under the
+    new language's names it would match nothing and fall back to the default. A value set from Python wins
+    over the browser's and is shown under its new name. (Buttons and uploads cannot be set and hold no choice.)
+    """
+    for key in list(st.session_state.keys()):
+        if key == "lang-switch":
+            continue
+        try:
+            st.session_state[key] = st.session_state[key]
+        except StreamlitAPIException:
+            pass
+
+
 def language_switch() -> None:
     """English / 中文 in the sidebar. The choice goes into the URL, so a reload or a shared link keeps it."""
     current = language()
@@ -158,6 +175,7 @@ def language_switch() -> None:
     def switch():
         chosen = st.session_state["lang-switch"]
         if chosen in LANGUAGES:
+            keep_widget_values()
             st.session_state[STATE_KEY] = chosen
             st.query_params["lang"] = chosen
 
