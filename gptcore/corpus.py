@@ -27,7 +27,7 @@ SEPARATOR = "\n<|endoftext|>\n"
 SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
 PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
 NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
-ECHO_CHANCE = 0.5  # share of stories that are a game of echo: a made-up word said, then said right back
+ECHO_CHANCE = 0.8  # share of stories that are a game of echo: a made-up word said, then said right back
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -47,6 +47,7 @@ _MIDDLES = "b d f g k l m n p r s t v z".split()
 _NAME_ENDS = {"she": "a a i ie ette elle ina ly", "he": "o o an en ick us ot um", "it": "ix ax ob ip oz"}
 _NAME_ENDS = {pron: ends.split() for pron, ends in _NAME_ENDS.items()}
 _CODE_CHARS = string.ascii_uppercase + string.ascii_lowercase + string.digits
+_GIBBERISH_CHARS = _CODE_CHARS + "  ,;:'-"  # (spaces twice: gibberish has words in it)
 
 _KID_ADJS = "little young small happy kind sweet curious cheerful brave".split()
 _ANIMALS = """cat dog bird mouse rabbit bunny duck bear fox frog squirrel puppy
@@ -379,6 +380,16 @@ def _invent_magic_word(rng: random.Random) -> str:
     """A spell like "Zibo-kaloo": two or three made-up parts, joined so no word is ever doubled."""
     parts = [_syllable(rng) + rng.choice(("", "", "b", "m", "z", "loo", "ka")) for _ in range(rng.choice((2, 3)))]
     return "-".join(parts).capitalize()
+
+
+def _invent_gibberish(rng: random.Random, length: int) -> str:
+    """Random letters, digits, spaces and light punctuation, e.g. "Qx7 b;kLm zz9"; it opens with a capital and has
+    no word "a" or "an", no word twice in a row and nothing but a letter or digit after a space, so the text around
+    it keeps its grammar."""
+    while True:
+        text = rng.choice(string.ascii_uppercase) + "".join(rng.choices(_GIBBERISH_CHARS, k=length - 1))
+        if text == text.strip() and not re.search(r"\b[Aa]n?\b|\b(\w+) \1\b| [ ,;:'-]", text):
+            return text
 
 
 def _invent_code(rng: random.Random, length: int) -> str:
@@ -859,7 +870,7 @@ def _plot_echo(b: _Builder):
     b.add("One of them says a funny word, and the other has to say it right back.",
           "In the echo game, you say a silly word, and your friend says it back to you.")
     b.para()
-    rounds = b.rng.randint(10, 15)
+    rounds = b.rng.randint(14, 20)
     for r in range(rounds):
         first, second = ("H", "C") if r % 2 == 0 else ("C", "H")
         word = _invent_code(b.rng, min(2 + r // 2 + b.rng.randint(0, 2), 10))
@@ -868,6 +879,13 @@ def _plot_echo(b: _Builder):
         if r % 4 == 3 and r < rounds - 1:
             b.para()
     b.para()
+    # the last word is long gibberish, and comes back after a whole sentence: copying from farther back
+    b.ctx["long_word"] = _invent_gibberish(b.rng, b.rng.randint(16, 36))
+    b.add('Then {H} said the longest word of all: "{long_word}!"',
+          'At the end, {H} made up a very long word: "{long_word}!"')
+    b.add("{C} thought hard, took a deep breath, and said it back slowly.",
+          "{C} closed {c_his} eyes, thought for a long time, and then tried.")
+    b.say("C", "{long_word}!")
     b.add("At last the words were so long that they both fell down laughing.",
           "They played until the sun went down, and the words got longer and sillier.")
     b.add("{H} learned that the silliest games are the best ones to share.",
