@@ -101,7 +101,7 @@ def candidates(script: Path, corpus: Path, work: Path, diagnose: bool) -> dict[s
 
 def time_process(argv: list[str], env: dict) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
     if done.returncode:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")

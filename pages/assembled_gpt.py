@@ -30,8 +30,9 @@ def first_step(kind: str) -> dict:
     return {**log, "params": GPT(replace(TUTORIAL, vocab_size=log["vocab"])).num_params()}
 
 
-breakdown = st.cache_data(anatomy.breakdown, show_spinner=False, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
-forward_shapes = st.cache_data(anatomy.forward_shapes, show_spinner=False, hash_funcs={GPTConfig: lambda c: str(c.to_dict())})
+BY_VALUE = {GPTConfig: lambda c: str(c.to_dict())}
+breakdown = st.cache_data(anatomy.breakdown, show_spinner=False, hash_funcs=BY_VALUE)
+forward_shapes = st.cache_data(anatomy.forward_shapes, show_spinner=False, hash_funcs=BY_VALUE)
 
 
 def choice_name(value: str) -> str:

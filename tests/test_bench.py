@@ -4,7 +4,6 @@ import threading
 import torch
 import torch.nn.functional as F
 
-import bench
 from bench import common, inference, step, time_to_loss
 from gptcore.cli import main
 from gptcore.config import GPTConfig

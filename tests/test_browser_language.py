@@ -17,7 +17,8 @@ def test_switching_language_keeps_a_chosen_option_and_the_page():
         wait_for_app(page, 120_000)
         assert "lang=zh" in page.url and page.url.split("?")[0].endswith("/assembled_gpt")
         ffn = page.locator('[data-testid="stSelectbox"]').filter(has_text="前馈网络").first
-        assert "GELU" in ffn.locator("input").input_value()  # the choice made in English, now shown under its Chinese name
+        # the choice made in English, now shown under its Chinese name
+        assert "GELU" in ffn.locator("input").input_value()
         screenshot(page, "language-switch-zh")
 
 

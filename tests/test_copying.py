@@ -9,7 +9,11 @@ from gptcore import checkpoint as ckpt
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.copying import (
-    copy_losses, induction_scores, measure_copying, previous_token_scores, repeated_ids,
+    copy_losses,
+    induction_scores,
+    measure_copying,
+    previous_token_scores,
+    repeated_ids,
 )
 from gptcore.errors import InputError
 from gptcore.model import GPT

@@ -46,7 +46,7 @@ def test_muon_steps_are_decayed_orthogonalized_nesterov_momentum_and_the_rest_mo
     set_lr(opt, 5e-4)  # the schedule at half the peak: Muon's groups follow at 0.02 / 1e-3 times it
     assert [g["lr"] for g in opt.param_groups] == pytest.approx([5e-4, 5e-4, 0.01, 0.01])
     grads, befores = [], []
-    for batch in range(2):  # the second step is where momentum shows
+    for _ in range(2):  # the second step is where momentum shows
         idx = torch.randint(20, (4, 32))
         for m, o in ((model, opt), (twin, twin_opt)):
             o.zero_grad()
