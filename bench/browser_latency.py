@@ -8,8 +8,8 @@
 Latency is measured in the browser: a capture-phase listener notes performance.now() when the pointer or key
 goes down, and a check that runs on every animation frame notes when the change is on screen (the enlarged
 head's title names the new head, the query caption names the new position, the bars of the distribution
-change). Payload is the bytes of the websocket frames the server sends for that rerun (until Streamlit's
-running indicator is gone); "fragment" counts the reruns that ran only a fragment of the page, read from the
+change). Payload is the bytes of the websocket frames the server sends for that rerun (until its
+script_finished message); "fragment" counts the reruns that ran only a fragment of the page, read from the
 frames themselves (ForwardMsg metadata). Pages are opened from the sidebar, as a reader does; "first screenful"
 is the new page's title on screen with the script run finished and every chart in the viewport drawn.
 Prints median / p95 / max per control and per page. Chromium at 1440 × 900 (/usr/bin/chromium).
@@ -53,8 +53,8 @@ QUERY_CAPTION = """() => { const e = [...document.querySelectorAll('[data-testid
                            return e ? e.innerText : ''; }"""
 BARS = """() => { const c = document.querySelector('.st-key-inspect-predictions .js-plotly-plot');
                  if (!c) return '';
-                 const bars = [...c.querySelectorAll('.bars .point')];
-                 return bars.length + ':' + [...c.querySelectorAll('.bars .point path')].map(p => p.getAttribute('d')).join('|'); }"""
+                 const paths = [...c.querySelectorAll('.bars .point path')].map(p => p.getAttribute('d'));
+                 return c.querySelectorAll('.bars .point').length + ':' + paths.join('|'); }"""
 HEADING = "() => { const h = document.querySelector('[data-testid=\"stMain\"] h1'); return h ? h.innerText : ''; }"
 
 
@@ -152,7 +152,7 @@ def free_port() -> int:
 
 @contextmanager
 def server():
-    """`streamlit run app.py` on a free port; yields (url, seconds from spawn to the first health answer, spawn time)."""
+    """`streamlit run app.py` on a free port; yields (url, the time it was spawned at)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
@@ -201,7 +201,8 @@ def page_opens(page, frames: Frames, rounds: int) -> dict[str, Samples]:
     the new page's title on screen, its script run finished and every chart in the viewport drawn.
     """
     nav = page.get_by_test_id("stSidebarNavItems")
-    nav.get_by_role("link").first.wait_for(timeout=120_000)
+    # app.py's navigation (a fresh server's first answer can list the pages/ files by name before it)
+    nav.get_by_role("link", name="Inspect", exact=True).wait_for(timeout=120_000)
     titles = [t.split("\n")[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # (after the icon)
     results = {title: Samples() for title in titles}
     for r in range(rounds + 1):
@@ -236,60 +237,69 @@ def cold_start(browser) -> tuple[float, float]:
     return titled, finished
 
 
-def inspect_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
-    """Heads, layers, query positions (keyboard and a click on the enlarged head), top-k and temperature.
+CONTROLS = ("head", "layer", "query (slider, keyboard)", "query (click a character)", "top-k (number input)",
+            "temperature (slider, keyboard)", "bars shown (slider, keyboard)")
 
-    Also runs against the page before this benchmark existed (one "Head to enlarge" selectbox, no clicks on the
-    heatmap, a temperature that did not change the bars): what it cannot do there it skips.
-    """
-    results = {name: Samples() for name in ("head", "layer", "query (slider, keyboard)", "query (click on heatmap)",
-                                            "top-k (slider, keyboard)", "temperature (slider, keyboard)")}
-    run_to_end(page, frames, page.get_by_role("tab", name="Attention").click)
+
+def open_tab(page, frames: Frames, name: str) -> None:
+    """Open a tab of the page (the tabs are lazy: opening one runs the script); nothing to do if it is open."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if tab.get_attribute("aria-selected") != "true":
+        run_to_end(page, frames, tab.click)
+
+
+def next_button(page, key: str):
+    """The button after the selected one of a segmented control (wrapping round), so every click changes it."""
+    buttons = page.locator(f".st-key-{key} button")
+    selected = next(i for i in range(buttons.count()) if buttons.nth(i).get_attribute("aria-checked") == "true")
+    return buttons.nth((selected + 1) % buttons.count())
+
+
+def inspect_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
+    """Heads, layers, query positions (keyboard, and a click on a query character of the enlarged head), top-k,
+    temperature and the number of bars shown: each changed `clicks` times, each timed to its change on screen."""
+    results = {name: Samples() for name in CONTROLS}
+    open_tab(page, frames, "Attention")
     page.locator(".st-key-inspect-head-figure .gtitle").wait_for(timeout=60_000)
-    if page.locator(".st-key-inspect-layer").count():
-        for control, name in (("inspect-head", "head"), ("inspect-layer", "layer")):
-            buttons = page.locator(f".st-key-{control} button")
-            for i in range(clicks):
-                timed(page, frames, buttons.nth((i + 1) % buttons.count()).click, HEAD_TITLE, results[name])
-    else:  # the earlier page: one selectbox over every head
-        for i in range(clicks):
-            layer, head = divmod(i + 1, 4)
-            timed(page, frames, lambda n=f"L{layer % 4}H{head}": pick_option(page, "Head to enlarge", n),
-                  HEAD_TITLE, results["head" if i % 2 else "layer"])
+    for control, name in (("inspect-head", "head"), ("inspect-layer", "layer")):
+        for _ in range(clicks):
+            timed(page, frames, next_button(page, control).click, HEAD_TITLE, results[name])
     slider = page.locator("[class*='st-key-inspect-query'] input[type=range]")
     for i in range(clicks):
         slider.focus()
         timed(page, frames, lambda i=i: slider.press("ArrowLeft" if i % 2 else "ArrowRight"), QUERY_CAPTION,
               results["query (slider, keyboard)"])
-    if page.locator(".st-key-inspect-layer").count():  # (the earlier page had no clicks on the heatmap)
-        heatmap = page.locator(".st-key-inspect-head-figure .nsewdrag").first
-        for i in range(clicks):
-            box = heatmap.bounding_box()
-            fraction = 0.2 + 0.6 * ((i * 7) % clicks) / max(1, clicks - 1)  # rows spread over the pattern
-            timed(page, frames, lambda f=fraction: heatmap.click(position={"x": box["width"] * 0.1,
-                                                                             "y": box["height"] * f}),
-                  QUERY_CAPTION, results["query (click on heatmap)"])
-    run_to_end(page, frames, page.get_by_role("tab", name="Predictions").click)
+    # the query characters down the left of the enlarged head are scatter points: a click on one picks it
+    points = page.locator(".st-key-inspect-head-figure .scatterlayer .point")
+    for i in range(clicks):
+        point = points.nth(5 + (i * 37) % max(1, points.count() - 10))  # rows spread over the pattern
+        point.scroll_into_view_if_needed()
+        box = point.bounding_box()
+        timed(page, frames, lambda b=box: page.mouse.click(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2),
+              QUERY_CAPTION, results["query (click a character)"])
+    open_tab(page, frames, "Predictions")
     page.locator(".st-key-inspect-predictions .js-plotly-plot").wait_for(timeout=60_000)
-    controls = [("top-k (slider, keyboard)", "inspect-topk")]
-    if page.get_by_text("distribution follows the temperature").count():
-        controls.append(("temperature (slider, keyboard)", "inspect-temperature"))
-    for name, key in controls:
+    step_up = page.locator(".st-key-inspect-gen-topk [data-testid=stNumberInputStepUp]")
+    step_down = page.locator(".st-key-inspect-gen-topk [data-testid=stNumberInputStepDown]")
+    for i in range(clicks):  # 0 → 1 → 0 …: off, then only the most likely character
+        timed(page, frames, (step_down if i % 2 else step_up).click, BARS, results["top-k (number input)"])
+    if clicks % 2:  # top-k back to off, or the temperature below could not change a single bar
+        run_to_end(page, frames, step_down.click)
+    for name, key in (("temperature (slider, keyboard)", "inspect-temperature"),
+                      ("bars shown (slider, keyboard)", "inspect-topk")):
         slider = page.locator(f".st-key-{key} input[type=range]")
         for i in range(clicks):
             slider.focus()
-            timed(page, frames, lambda i=i: slider.press("ArrowLeft" if i % 2 else "ArrowRight"), BARS,
+            timed(page, frames, lambda i=i, s=slider: s.press("ArrowLeft" if i % 2 else "ArrowRight"), BARS,
                   results[name])
     return results
 
 
-def pick_option(page, label: str, option: str) -> None:
-    page.get_by_label(label).click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
 def full_context_text(page, frames: Frames) -> None:
     """Fill the text box past the model's context, so every figure is at full size (128 × 128)."""
+    # the page's first run has drawn the enlarged head and ended: a text typed earlier could be overwritten
+    page.locator(".st-key-inspect-head-figure .gtitle").wait_for(timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
     box = page.get_by_role("textbox", name="Text to inspect")
     text = box.input_value()
     box.fill((text + " ") * 3)

@@ -1,16 +1,29 @@
-"""Plotly figures for the Inspect page, built from the tensors and tables of gptcore.inspector."""
+"""Plotly figures for the Inspect page, built from the tensors and tables of gptcore.inspector.
+
+Every text a reader sees (titles, axis titles, legends, hover templates) comes from the inspector catalog. The
+page redraws these on every click, so they stay small: one hover template per trace rather than a string per
+cell, and the overview grid quantised to whole percent (uint8), a quarter of float32's bytes.
+"""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from explorer.i18n import t
 from gptcore.inspector import head_names
 
 ATTENTION_SCALE = "Blues"
-SCORE_LABELS = {"previous_token": "previous token", "first_token": "first token", "induction": "induction"}
+SCORES = ("previous_token", "first_token", "induction")  # the head finder's columns, in the order shown
+LAYER_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+HEAD_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+HEAD_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+
+
+def score_name(column: str) -> str:
+    return t(f"inspector.finder.roles.{column}")
 
 
 def panel_domains(n: int, gap: float) -> list[tuple[float, float]]:
@@ -19,25 +32,30 @@ def panel_domains(n: int, gap: float) -> list[tuple[float, float]]:
     return [(i * (size + gap), i * (size + gap) + size) for i in range(n)]
 
 
+def percent(patterns: torch.Tensor) -> np.ndarray:
+    """Attention weights as whole percent, uint8: what the grid draws (the enlarged head keeps every digit)."""
+    return np.rint(patterns.float().numpy() * 100).astype(np.uint8)
+
+
 def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = None,
-                   title: str = "Attention of every layer (rows) and head (columns)") -> go.Figure:
+                   title: str | None = None) -> go.Figure:
     """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix.
 
-    The layout is written out as one dict (what make_subplots would build) because make_subplots plus
-    per-axis updates cost most of a second for 16 panels, and the page redraws this on every change.
+    z is in whole percent (see percent()). The layout is written out as one dict (what make_subplots would
+    build): make_subplots plus per-axis updates cost most of a second for 16 panels.
     """
     L, H, T, _ = patterns.shape
     names = head_names(L, H)
     columns, rows = panel_domains(H, 0.02), panel_domains(L, 0.25 / L)[::-1]  # layer 0 on top
-    z = patterns.numpy()
+    z = percent(patterns)
+    hover = t("inspector.fig.grid_hover") + "<extra></extra>"
     axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False, constrain="domain")
     data, layout, titles = [], {}, []
     for i, name in enumerate(names):
         layer, head = divmod(i, H)
         n = "" if i == 0 else str(i + 1)
         data.append(dict(type="heatmap", z=z[layer, head], xaxis=f"x{n}", yaxis=f"y{n}", coloraxis="coloraxis",
-                         name=name, hovertemplate=f"{name}<br>query %{{y}} → key %{{x}}<br>weight %{{z:.3f}}"
-                                                  "<extra></extra>"))
+                         name=name, hovertemplate=hover.replace("{head}", name)))
         layout[f"xaxis{n}"] = dict(domain=columns[head], anchor=f"y{n}", **axis)
         # scaleanchor keeps the cells square, panel by panel
         layout[f"yaxis{n}"] = dict(domain=rows[layer], anchor=f"x{n}", autorange="reversed", scaleanchor=f"x{n}",
@@ -45,37 +63,66 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
         label = f"<b>▶ {name}</b>" if selected == (layer, head) else name
         titles.append(dict(text=label, x=sum(columns[head]) / 2, y=rows[layer][1], xref="paper", yref="paper",
                            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=14)))
-    layout.update(title=dict(text=title), annotations=titles, height=120 + 230 * L,
-                  margin=dict(l=10, r=10, t=90, b=10),
-                  coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=1, colorbar=dict(title=dict(text="weight"))))
+    layout.update(title=dict(text=title or t("inspector.fig.grid_title")), annotations=titles,
+                  height=120 + 230 * L, margin=dict(l=10, r=10, t=90, b=10),
+                  coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
+                                 colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
     return go.Figure(dict(data=data, layout=layout))
 
 
-def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str) -> go.Figure:
-    """One head's pattern with a character on every tick, and both characters in the hover.
+def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None) -> go.Figure:
+    """One head's pattern with its character on every tick, both characters in the hover, the query row boxed.
 
-    The axes are categories named "position 'character'", so the hover can show them without a T×T array of
-    hover texts (which made this figure five times larger and slow to redraw on every click)."""
+    Rows are 10 px high at full context (14 px for short texts) and the cells fill the width rather than stay
+    square, so that every character on both axes gets a readable 10-12 px font. The axes are categories named
+    "position 'character'", so the hover shows both without a T×T array of hover texts. The query characters
+    down the left are a scatter of their own (trace 1): a heatmap cannot be selected, a scatter point can, so a
+    click on one makes it the query (its customdata is the position).
+    """
     T = len(labels)
     names = [f"{i} '{c}'" for i, c in enumerate(labels)]
-    fig = go.Figure(go.Heatmap(
-        z=pattern.numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, colorbar=dict(title="weight"),
-        hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>"))
-    axis = dict(type="category", tickmode="array", tickvals=names, ticktext=labels, showgrid=False,
-                tickfont=dict(size=9 if T > 64 else 11, family="monospace"), constrain="domain")
-    fig.update_xaxes(title="key (attended to)", side="top", tickangle=0, **axis)
-    fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x", **axis)
-    fig.update_layout(title=title, height=max(460, 7 * T + 170), margin=dict(l=60, r=10, t=110, b=10))
+    font = dict(size=10 if T > 64 else 12, family="monospace")
+    heatmap = go.Heatmap(
+        z=pattern.float().numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
+        colorbar=dict(title=dict(text=t("inspector.fig.weight")), len=min(1.0, 500 / (10 * T + 1))),
+        hovertemplate=t("inspector.fig.head_hover") + "<extra></extra>")
+    rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=labels, textfont=font,
+                      customdata=list(range(T)), marker=dict(size=12, color="rgba(214, 39, 40, 0.06)", symbol="square"),
+                      selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
+                      hovertemplate=t("inspector.fig.query_hover") + "<extra></extra>", showlegend=False)
+    fig = go.Figure([heatmap, rows])
+    fig.update_xaxes(title=t("inspector.fig.key_axis"), side="top", tickangle=0, type="category", tickmode="array",
+                     tickvals=names, ticktext=labels, showgrid=False, tickfont=font, ticks="", domain=[0.03, 1])
+    fig.update_layout(xaxis2=dict(domain=[0, 0.022], range=[-0.5, 0.5], visible=False, fixedrange=True))
+    # a fixed range: autorange would pad it for the strip's markers, leaving a gap above and below the pattern
+    fig.update_yaxes(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
+                     showgrid=False, ticks="")
+    if query is not None:  # the row "What one position attends to" spells out below
+        fig.add_shape(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x", yref="y",
+                      line=dict(color="#d62728", width=2))
+    row = 10 if T > 64 else 14
+    fig.update_layout(title=title, height=max(420, row * T + 150), margin=dict(l=40, r=10, t=120, b=10),
+                      clickmode="event+select")
     return fig
 
 
 def prediction_bars(top: pd.DataFrame, title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=top["label"], y=top["probability"], text=[f"{p:.1%}" for p in top["probability"]],
-                           textposition="outside", marker_color="#4c78a8",
-                           hovertemplate="'%{x}': %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(type="category", tickfont=dict(size=16, family="monospace"), title="next character")
-    fig.update_yaxes(title="probability", range=[0, min(1.0, float(top["probability"].max()) * 1.2 + 0.02)])
-    fig.update_layout(title=title, height=380, margin=dict(t=60, b=10))
+    """The k most likely next characters; every bar named, however many (the font shrinks from 16 to 11 px)."""
+    k = len(top)
+    labels = top["label"].tolist()
+    # many bars: the percentages stand upright, and the bars below 0.1 % (most of them) go without one
+    text = [f"{p:.1%}" if k <= 20 or p >= 0.001 else "" for p in top["probability"]]
+    fig = go.Figure(go.Bar(x=labels, y=top["probability"], text=text, textposition="outside",
+                           textangle=0 if k <= 20 else -90, textfont=dict(size=12 if k <= 20 else 11),
+                           constraintext="none", cliponaxis=False, marker_color="#4c78a8",
+                           hovertemplate=t("inspector.fig.bar_hover") + "<extra></extra>"))
+    fig.update_xaxes(type="category", tickmode="array", tickvals=labels, ticktext=labels, tickangle=0,
+                     tickfont=dict(size=16 if k <= 30 else 13 if k <= 50 else 11, family="monospace"),
+                     title=t("inspector.fig.next_char"))
+    headroom = 1.2 if k <= 20 else 1.35  # room for the percentages above the bars
+    fig.update_yaxes(title=t("inspector.fig.probability"),
+                     range=[0, min(1.1, float(top["probability"].max()) * headroom + 0.02)])
+    fig.update_layout(title=title, height=400, margin=dict(t=60, b=10))
     return fig
 
 
@@ -83,41 +130,58 @@ def loss_bars(losses: torch.Tensor, labels: list[str]) -> go.Figure:
     """Loss of each character as a bar over its position: the same numbers as the coloured text."""
     values = losses.numpy()
     fig = go.Figure(go.Bar(x=list(range(len(labels))), y=values, customdata=labels, marker_color=values,
-                           marker_colorscale="Reds",
-                           hovertemplate="%{x} '%{customdata}': %{y:.2f} nats<extra></extra>"))
+                           marker_colorscale="Reds", hovertemplate=t("inspector.fig.loss_hover") + "<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
-                     tickfont=dict(size=9, family="monospace"), tickangle=0)
-    fig.update_yaxes(title="loss (nats)")
-    fig.update_layout(title="Surprise at each character: −log p(character | everything before it)", height=320,
-                      margin=dict(t=60, b=10))
+                     tickfont=dict(size=10, family="monospace"), tickangle=0, title=t("inspector.fig.position"))
+    fig.update_yaxes(title=t("inspector.fig.loss_axis"))
+    fig.update_layout(title=t("inspector.fig.loss_title"), height=340, margin=dict(t=60, b=10))
     return fig
 
 
 def score_heatmaps(scores: pd.DataFrame, n_layer: int, n_head: int) -> go.Figure:
     """The three head scores side by side as layer × head tables."""
-    fig = make_subplots(rows=1, cols=len(SCORE_LABELS), subplot_titles=list(SCORE_LABELS.values()),
+    fig = make_subplots(rows=1, cols=len(SCORES), subplot_titles=[score_name(c) for c in SCORES],
                         horizontal_spacing=0.06)
-    for i, column in enumerate(SCORE_LABELS):
+    hover = t("inspector.fig.score_hover") + "<extra></extra>"
+    for i, column in enumerate(SCORES):
         grid = scores[column].to_numpy().reshape(n_layer, n_head)
         fig.add_trace(go.Heatmap(z=grid, x=[f"H{h}" for h in range(n_head)], y=[f"L{n}" for n in range(n_layer)],
-                                 coloraxis="coloraxis", texttemplate="%{z:.2f}",
-                                 hovertemplate="%{y}%{x}: %{z:.3f}<extra></extra>"), row=1, col=i + 1)
+                                 coloraxis="coloraxis", texttemplate="%{z:.2f}", hovertemplate=hover),
+                      row=1, col=i + 1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title="Head scores (mean attention weight on the target keys)",
-                      coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1), height=140 + 45 * n_layer,
-                      margin=dict(t=80, b=10))
+    fig.update_layout(title=t("inspector.fig.scores_title"), height=140 + 45 * n_layer, margin=dict(t=80, b=10),
+                      coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
+                                     colorbar=dict(title=dict(text=t("inspector.fig.score")))))
     return fig
 
 
+def head_style(layer: int, head: int) -> dict:
+    """A colour per layer and a dash and marker per head: 16 heads, 16 looks, and a head's layer at a glance."""
+    return dict(line=dict(color=LAYER_COLOURS[layer % len(LAYER_COLOURS)], dash=HEAD_DASHES[head % len(HEAD_DASHES)],
+                          width=2),
+                marker=dict(symbol=HEAD_MARKERS[head % len(HEAD_MARKERS)], size=7))
+
+
 def scores_over_training_figure(long: pd.DataFrame) -> go.Figure:
-    frame = long.assign(score=long["score"].map(SCORE_LABELS))
-    fig = px.line(frame, x="step", y="value", color="head", facet_col="score", markers=True,
-                  color_discrete_sequence=px.colors.qualitative.Dark24,  # 24 distinct colours: one per head
-                  labels={"value": "score", "step": "training step"},
-                  title="Head scores at each saved step")
-    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    """Each score (a panel) of every head (a line) at every saved step; a legend entry hides a head everywhere."""
+    fig = make_subplots(rows=1, cols=len(SCORES), subplot_titles=[score_name(c) for c in SCORES],
+                        shared_yaxes=True, horizontal_spacing=0.03)
+    hover = t("inspector.fig.training_hover") + "<extra></extra>"
+    heads = long[["head", "layer", "head_index"]].drop_duplicates().sort_values(["layer", "head_index"])
+    for i, column in enumerate(SCORES):
+        frame = long[long["score"] == column]
+        for head, layer, index in heads.itertuples(index=False):
+            rows = frame[frame["head"] == head].sort_values("step")
+            fig.add_trace(go.Scatter(x=rows["step"], y=rows["value"], mode="lines+markers", name=head,
+                                     legendgroup=head, showlegend=i == 0, hovertemplate=hover.replace("{head}", head),
+                                     **head_style(int(layer), int(index))), row=1, col=i + 1)
     fig.update_yaxes(range=[0, 1])
-    # a vertical legend of 16+ heads would outgrow the plot and scroll; below the panels it wraps instead
-    fig.update_layout(height=500, margin=dict(t=80, b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, title=dict(text="head")))
+    fig.update_yaxes(title=t("inspector.fig.score"), col=1)
+    fig.update_xaxes(title=t("inspector.fig.step"))
+    # a vertical legend of 16+ heads would outgrow the plot and scroll; below the panels it wraps, a row per layer
+    n_head = int(heads["head_index"].max()) + 1
+    fig.update_layout(title=t("inspector.fig.training_title"), height=520, margin=dict(t=80, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, entrywidth=1 / max(n_head, 4) - 0.01,
+                                  entrywidthmode="fraction", font=dict(size=13, family="monospace"),
+                                  title=dict(text=t("inspector.fig.legend_title"), side="top")))
     return fig

@@ -27,6 +27,8 @@ from .tokenizer import Tokenizer, visible
 DEFAULT_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
                 "One day, Lily found a red ball in the park.")
 
+CLEAR_SCORE = 0.3  # a head score below this is not called a role: uniform attention over 100 keys gives 0.01
+
 # Hooks live on the model object, and the app shares one loaded model between sessions: a forward pass of
 # one session while another has its hooks registered would feed the wrong store. One pass at a time.
 MODEL_LOCK = threading.Lock()
@@ -134,6 +136,18 @@ def head_names(n_layer: int, n_head: int) -> list[str]:
     return [f"L{layer}H{head}" for layer in range(n_layer) for head in range(n_head)]
 
 
+def strongest_head(scores: pd.DataFrame, column: str,
+                   at_least: float = CLEAR_SCORE) -> tuple[int, int, float] | None:
+    """(layer, head, score) of the head scoring highest in `column` of a head_scores-like table, or None when
+    no head reaches at_least (or the column has no score at all)."""
+    if not scores[column].notna().any():
+        return None
+    best = scores.loc[scores[column].idxmax()]
+    if best[column] < at_least:
+        return None
+    return int(best["layer"]), int(best["head_index"]), float(best[column])
+
+
 def induction_targets(ids: torch.Tensor) -> torch.Tensor:
     """Bool (T, T): key j is the character right after an earlier occurrence of query i's character.
 
@@ -232,12 +246,13 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
     title(i) gives an optional tooltip per character; the character at `mark` is boxed.
     """
     spans = []
+    colour = colour.replace(" ", "")  # (compact markup: the page sends six such rows on every click)
     for i, (c, w) in enumerate(zip(text, weights)):
         w = float(np.clip(w, 0.0, 1.0)) if np.isfinite(w) else 0.0
         tip = f' title="{html.escape(title(i))}"' if title else ""
-        box = "; outline: 2px solid #222" if i == mark else ""
+        box = ";outline:2px solid #222" if i == mark else ""
         shown = html.escape(c).replace("\n", "⏎\n")
-        spans.append(f'<span style="background: rgba({colour}, {w:.3f}){box}"{tip}>{shown}</span>')
+        spans.append(f'<span style="background:rgba({colour},{w:.2f}){box}"{tip}>{shown}</span>')
     return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 0.95rem">'
             + "".join(spans) + "</div>")
 

@@ -122,3 +122,83 @@ def test_inspector_page_renders_in_chromium(server_url):
         finally:
             browser.close()
     assert (ARTIFACTS / "inspector-attention.png").stat().st_size > 10_000
+
+
+class Runs:
+    """The script runs the server starts, read from its websocket frames: each ForwardMsg new_session names the
+    fragments it reruns (none for a whole-page run); script_finished ends it. Bytes count everything sent."""
+
+    def __init__(self, page):
+        self.clear()
+        page.on("websocket", lambda ws: ws.on("framereceived", self.received))
+
+    def clear(self) -> None:
+        self.fragment_ids, self.finished, self.bytes = [], 0, 0
+
+    def received(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        data = payload if isinstance(payload, bytes) else payload.encode()
+        self.bytes += len(data)
+        msg = ForwardMsg()
+        try:
+            msg.ParseFromString(data)
+        except Exception:  # noqa: BLE001 (not a ForwardMsg)
+            return
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            self.fragment_ids.append(list(msg.metadata.run.fragment_ids))
+        elif kind == "script_finished":
+            self.finished += 1
+
+
+def test_a_head_or_query_click_reruns_only_its_fragment(server_url):
+    """#17: choosing a head, a layer or a query reruns the fragment of the enlarged head, not the page: the
+    forward pass, the grid of every head and the rest of the page are neither recomputed nor sent again."""
+    from playwright.sync_api import sync_playwright
+
+    head_title = "() => document.querySelector('.st-key-inspect-head-figure .gtitle')?.textContent || ''"
+    query_caption = """() => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+        .map(e => e.innerText).find(t => t.includes('the boxed character is the query')) || ''"""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            runs = Runs(page)
+            page.goto(f"{server_url}/inspector", timeout=60_000)
+            page.locator(".st-key-inspect-head-figure .gtitle").wait_for(timeout=60_000)
+            wait_for_app(page)
+
+            def rerun_after(act, signature: str) -> None:
+                before = page.evaluate(signature)
+                runs.clear()
+                act()
+                page.wait_for_function("([f, before]) => eval(f)() !== before", arg=[signature, before],
+                                       timeout=30_000)
+                deadline = time.monotonic() + 30
+                while not runs.finished and time.monotonic() < deadline:
+                    page.wait_for_timeout(50)
+                assert runs.fragment_ids and all(runs.fragment_ids), runs.fragment_ids  # fragment runs only
+                assert runs.bytes < 300_000, runs.bytes  # (the grid of all 16 heads alone is over 300 kB)
+
+            for key in ("inspect-head", "inspect-layer"):
+                buttons = page.locator(f".st-key-{key} button")
+                chosen = [b.get_attribute("aria-checked") for b in buttons.all()].index("true")
+                rerun_after(buttons.nth((chosen + 1) % buttons.count()).click, head_title)
+            point = page.locator(".st-key-inspect-head-figure .scatterlayer .point").nth(20)
+            point.scroll_into_view_if_needed()
+            box = point.bounding_box()
+            rerun_after(lambda: page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2),
+                        query_caption)
+            assert "position 20 '" in page.evaluate(query_caption)  # the clicked character is the query
+            assert page.locator("[data-testid='stException']").count() == 0
+
+            page.goto(f"{server_url}/inspector?lang=zh", timeout=60_000)
+            page.locator(".st-key-inspect-head-figure .gtitle").wait_for(timeout=60_000)
+            wait_for_app(page)
+            page.wait_for_timeout(1000)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "inspector-attention-zh.png"))
+            assert page.get_by_role("heading", name="检视一个训练好的模型").count() == 1
+        finally:
+            browser.close()

@@ -61,7 +61,7 @@ def test_does_not_touch_global_rngs():
 
 def test_separators(text):
     parts = text.split(SEPARATOR)
-    assert len(parts) > 80
+    assert len(parts) > 60
     assert all(p.strip() for p in parts)
     # the marker only ever appears as a whole line between stories
     assert text.count("<|endoftext|>") == len(parts) - 1
@@ -76,7 +76,7 @@ def test_vocab_ascii_and_modest(text):
 
 def test_story_length_like_tinystories(text):
     lengths = [len(p) for p in text.split(SEPARATOR)[:-1]]
-    assert 600 <= sum(lengths) / len(lengths) <= 2500  # the echo games make the longest ones
+    assert 600 <= sum(lengths) / len(lengths) <= 3200  # the echo and memory games make the longest ones
     assert all(p.count("\n") >= 2 for p in text.split(SEPARATOR)[:-1])  # several paragraphs
 
 
@@ -168,7 +168,7 @@ def test_codes_songs_and_magic_words_repeat_verbatim(stories):
         for w in s.invented:
             if w.lower() in s.cast:
                 continue
-            typed = f'exactly: "{w}."' in s.text or f'key by key: "{w}."' in s.text
+            typed = any(f'{cue}: "{w}."' in s.text for cue in ("exactly", "key by key", "said it back"))
             kind = ("typed line" if typed else "note" if note.fullmatch(w) else "song" if " " in w
                     else "magic word" if "-" in w else "code")
             kinds[kind] += 1

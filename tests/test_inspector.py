@@ -153,6 +153,15 @@ def test_repeat_position_finds_the_name_coming_back():
     assert ins.repeat_position("Tom saw a dog. The dog ran.") is None
 
 
+def test_strongest_head_is_the_best_score_only_when_it_is_clear():
+    ids = torch.tensor([0, 1, 2, 0, 1, 2])
+    patterns = torch.stack([torch.eye(6), one_hot_rows(6, lambda i: i - 2 if i >= 3 else i)])[None]  # L0H1 induces
+    scores = ins.head_scores(patterns, ids)
+    assert ins.strongest_head(scores, "induction") == (0, 1, 1.0)
+    assert ins.strongest_head(scores, "previous_token") is None  # best 0.0: no head is called a role
+    assert ins.strongest_head(ins.head_scores(patterns, torch.arange(6)), "induction") is None  # no repeats: NaN
+
+
 def test_repeated_random_text_is_two_identical_halves():
     tokenizer = CharTokenizer(CHARS)
     text = ins.repeated_random_text(tokenizer, 30, seed=5)
@@ -210,5 +219,5 @@ def test_exports_round_trip(tiny):
 def test_highlight_html_escapes_and_shows_newlines():
     out = ins.highlight_html("<b>\n", [0.0, 1.0, 0.5, 2.0], mark=1)
     assert "&lt;" in out and "&gt;" in out and "<b>" not in out
-    assert "⏎" in out and "rgba(255, 75, 75, 1.000)" in out  # weights above 1 are clipped
+    assert "⏎" in out and "rgba(255,75,75,1.00)" in out  # weights above 1 are clipped
     assert out.count("outline") == 1

@@ -62,6 +62,12 @@ def grid_patterns(spec: dict, n_layer: int, n_head: int) -> np.ndarray:
     return np.stack(traces).reshape(n_layer, n_head, *traces[0].shape)
 
 
+def default_head(shipped) -> tuple[int, int]:
+    """The head the page enlarges first: the best copier of the repeated-sequence test, if one is clear."""
+    best = ins.strongest_head(ins.repeated_sequence_scores(shipped.model)[0], "induction", ins.CLEAR_SCORE)
+    return best[:2] if best else (0, 0)
+
+
 def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view):
     at = default_view
     assert at.selectbox(key="inspect-checkpoint").value == SHIPPED_NAME
@@ -71,11 +77,62 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
 
     shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
     T = len(ins.DEFAULT_TEXT)
-    assert shown.shape == (cfg.n_layer, cfg.n_head, T, T)
-    np.testing.assert_allclose(shown, direct, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(shown.sum(-1), 1.0, atol=1e-5)  # every query's weights sum to 1
+    assert shown.shape == (cfg.n_layer, cfg.n_head, T, T) and shown.dtype == np.uint8  # whole percent: small
+    np.testing.assert_array_equal(shown, np.rint(direct * 100))
     assert np.all(np.triu(shown, k=1) == 0)  # no query sees a later character
-    np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct[0, 0], atol=1e-6)
+    # the enlarged head at full precision: the copying head, at the position where the hero's name comes back
+    layer, head = default_head(shipped)
+    assert (at.segmented_control(key="inspect-layer").value, at.segmented_control(key="inspect-head").value) == \
+        (layer, head)
+    enlarged = array(chart(at, "inspect-head-figure")["data"][0]["z"])
+    np.testing.assert_allclose(enlarged, direct[layer, head], atol=1e-6)
+    np.testing.assert_allclose(enlarged.sum(-1), 1.0, atol=1e-5)  # every query's weights sum to 1
+    again = ins.repeat_position(shipped.tokenizer.pieces(shipped.tokenizer.encode(ins.DEFAULT_TEXT)))
+    assert ins.DEFAULT_TEXT[again:again + 4] == "Lily" and at.select_slider(key=f"inspect-query-{T}").value == again
+    box = chart(at, "inspect-head-figure")["layout"]["shapes"][0]  # the query's row is boxed
+    assert (box["y0"], box["y1"]) == (again - 0.5, again + 0.5)
+    captions = " ".join(c.value for c in at.caption)
+    if (layer, head) != (0, 0) or "Enlarged first" in captions:
+        assert f"Enlarged first: L{layer}H{head}" in captions
+    else:
+        assert "No head of this checkpoint copies from its context yet" in captions
+
+
+def test_every_character_of_the_enlarged_head_is_a_tick_label(default_view):
+    """#15: at full context each character is its own tick, upright, in a font that can be read."""
+    spec = chart(default_view, "inspect-head-figure")
+    T = len(ins.DEFAULT_TEXT)
+    labels = ins.token_labels(ins.DEFAULT_TEXT)
+    keys = spec["layout"]["xaxis"]
+    assert list(keys["ticktext"]) == labels and keys["tickfont"]["size"] >= 10 and keys["tickangle"] == 0
+    queries = spec["data"][1]  # the query characters down the left: points, so a click on one picks it
+    assert queries["type"] == "scatter" and list(queries["text"]) == labels and queries["textfont"]["size"] >= 10
+    assert list(array(queries["customdata"])) == list(range(T))
+    assert spec["layout"]["height"] >= 10 * T  # a row of at least 10 px for each character
+
+
+def test_a_head_change_recomputes_nothing(shipped, monkeypatch):
+    """The forward pass is cached per checkpoint and text: choosing heads, layers and queries only redraws."""
+    import streamlit as st
+
+    calls = []
+    forward = ins.patterns_from_ids
+    monkeypatch.setattr(ins, "patterns_from_ids", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    st.cache_resource.clear()
+    at = run_page()
+    assert len(calls) == 1
+    cfg = shipped.model.cfg
+    for layer, head in ((cfg.n_layer - 1, 0), (cfg.n_layer - 1, cfg.n_head - 1), (0, 1)):
+        at.segmented_control(key="inspect-layer").set_value(layer)
+        at.segmented_control(key="inspect-head").set_value(head).run()
+        assert not at.exception
+        title = chart(at, "inspect-head-figure")["layout"]["title"]["text"]
+        assert title.startswith(f"L{layer}H{head}:")
+    T = len(ins.DEFAULT_TEXT)
+    at.select_slider(key=f"inspect-query-{T}").set_value(5).run()
+    open_tab(at, "Predictions")
+    at.slider(key="inspect-temperature").set_value(1.2).run()
+    assert len(calls) == 1  # the one forward pass of the first run served every click
 
 
 def test_only_the_open_tab_is_computed_and_sent(default_view):
@@ -85,9 +142,10 @@ def test_only_the_open_tab_is_computed_and_sent(default_view):
 
 
 def score_table_matches(at: AppTest, expected) -> None:
-    table = at.dataframe[0].value
-    for column in ("previous_token", "first_token", "induction"):
-        np.testing.assert_allclose(table[column].to_numpy(), expected[column].round(3).to_numpy(), atol=1e-9)
+    table = at.dataframe[0].value  # (the columns named as a reader reads them)
+    for column, shown in (("previous_token", "previous token"), ("first_token", "first token"),
+                          ("induction", "induction")):
+        np.testing.assert_allclose(table[shown].to_numpy(), expected[column].round(3).to_numpy(), atol=1e-9)
 
 
 def test_head_finder_scores_random_text_shown_twice_then_the_text(shipped):
@@ -143,12 +201,11 @@ def test_head_choice_and_training_slider(shipped):
     at = run_page()
     cfg = shipped.model.cfg
     last = f"L{cfg.n_layer - 1}H{cfg.n_head - 1}"
-    at.selectbox(key="inspect-head").set_value(last).run()
+    at.segmented_control(key="inspect-layer").set_value(cfg.n_layer - 1)
+    at.segmented_control(key="inspect-head").set_value(cfg.n_head - 1).run()
     assert not at.exception
     direct = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)[-1, -1].numpy()
     np.testing.assert_allclose(array(chart(at, "inspect-head-figure")["data"][0]["z"]), direct, atol=1e-6)
-    titles = [a["text"] for a in chart(at, "inspect-grid")["layout"]["annotations"]]
-    assert f"<b>▶ {last}</b>" in titles
     open_tab(at, "Over training")
     titles = [a["text"] for a in chart(at, "inspect-training-grid")["layout"]["annotations"]]
     assert f"<b>▶ {last}</b>" in titles  # the head chosen in the closed Attention tab
@@ -164,12 +221,13 @@ def test_head_choice_and_training_slider(shipped):
     model, tokenizer, _ = ckpt.load_weights(first_path)
     direct = ins.attention_patterns(model, tokenizer, ins.DEFAULT_TEXT).numpy()
     shown = grid_patterns(chart(at, "inspect-training-grid"), model.cfg.n_layer, model.cfg.n_head)
-    np.testing.assert_allclose(shown, direct, atol=1e-6)
+    np.testing.assert_array_equal(shown, np.rint(direct * 100))
     final = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
     assert not np.allclose(shown, final, atol=1e-3)  # the patterns really changed during training
 
     open_tab(at, "Attention")  # settings of a closed tab survive it being closed
-    assert at.selectbox(key="inspect-head").value == last
+    assert at.segmented_control(key="inspect-layer").value == cfg.n_layer - 1
+    assert at.segmented_control(key="inspect-head").value == cfg.n_head - 1
     open_tab(at, "Over training")
     assert at.select_slider(key=f"inspect-step-{SHIPPED_NAME}").value == first_step
 
@@ -188,7 +246,7 @@ def test_long_or_unreadable_text_gets_a_visible_message(shipped):
     shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
     direct = ins.attention_patterns(shipped.model, shipped.tokenizer, text).numpy()
     assert shown.shape[-1] == context
-    np.testing.assert_allclose(shown, direct, atol=1e-6)
+    np.testing.assert_array_equal(shown, np.rint(direct * 100))
 
     at.text_area(key="inspect-text").set_value("€€€").run()
     assert not at.exception
@@ -228,3 +286,23 @@ def test_settings_survive_an_empty_text_and_a_checkpoint_with_fewer_characters(t
     at.selectbox(key="inspect-checkpoint").set_value("small").run()
     assert not at.exception, at.exception  # 60 is above the small vocabulary's slider maximum
     assert at.slider(key="inspect-topk").value == min(10, small.vocab_size)
+
+
+def test_every_bar_is_named_and_every_head_has_its_own_look(shipped):
+    """#15: at top-k = the whole vocabulary every bar keeps its character; over training, 16 heads, 16 looks."""
+    at = open_tab(run_page(), "Predictions")
+    V = shipped.model.cfg.vocab_size
+    at.slider(key="inspect-topk").set_value(V).run()
+    spec = chart(at, "inspect-predictions")
+    bars = list(spec["data"][0]["x"])
+    assert len(bars) == V and list(spec["layout"]["xaxis"]["tickvals"]) == bars
+    assert list(spec["layout"]["xaxis"]["ticktext"]) == bars and spec["layout"]["xaxis"]["tickangle"] == 0
+
+    open_tab(at, "Over training")
+    traces = chart(at, "inspect-training-scores")["data"]
+    cfg = shipped.model.cfg
+    shown = [tr for tr in traces if tr.get("showlegend") is not False]
+    assert sorted(tr["name"] for tr in shown) == sorted(ins.head_names(cfg.n_layer, cfg.n_head))
+    looks = {(tr["line"]["color"], tr["line"]["dash"], tr["marker"]["symbol"]) for tr in shown}
+    assert len(looks) == cfg.n_layer * cfg.n_head  # no two heads drawn alike
+    assert len({tr["line"]["color"] for tr in shown}) == cfg.n_layer  # the colour says the layer
