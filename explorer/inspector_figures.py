@@ -26,48 +26,79 @@ def score_name(column: str) -> str:
     return t(f"inspector.finder.roles.{column}")
 
 
-def panel_domains(n: int, gap: float) -> list[tuple[float, float]]:
-    """n equal [start, end] intervals of [0, 1] separated by gap."""
-    size = (1 - gap * (n - 1)) / n
-    return [(i * (size + gap), i * (size + gap) + size) for i in range(n)]
-
-
 def percent(patterns: torch.Tensor) -> np.ndarray:
     """Attention weights as whole percent, uint8: what the grid draws (the enlarged head keeps every digit)."""
     return np.rint(patterns.float().numpy() * 100).astype(np.uint8)
+
+
+def grid_gaps(T: int) -> tuple[int, int]:
+    """(cells between the columns of heads, cells between the rows of layers: room for the panel titles)."""
+    return max(1, round(0.05 * T)), max(3, round(0.1 * T))
+
+
+def grid_layout(patterns: torch.Tensor) -> np.ndarray:
+    """The (L, H, T, T) patterns in whole percent as one (rows, columns) image, the layers one below the other
+    and the heads side by side, separated by grid_gaps cells of 0 (blank); its inverse is grid_panels."""
+    L, H, T, _ = patterns.shape
+    col, row = grid_gaps(T)
+    image = np.zeros((L * (T + row), H * (T + col) - col), np.uint8)
+    for layer, per_layer in enumerate(percent(patterns)):
+        for head, pattern in enumerate(per_layer):
+            image[row + layer * (T + row):][:T, head * (T + col):][:, :T] = pattern
+    return image
+
+
+def grid_panels(image: np.ndarray, n_layer: int, n_head: int, T: int) -> np.ndarray:
+    """(L, H, T, T) back from a grid_layout image."""
+    col, row = grid_gaps(T)
+    return np.stack([np.stack([image[row + layer * (T + row):][:T, head * (T + col):][:, :T] for head in range(n_head)])
+                     for layer in range(n_layer)])
+
+
+def axis_names(n: int, T: int, gap: int, gap_first: bool, name) -> list[str]:
+    """One category name per row (or column) of the grid: name(panel, position) for the cells of a panel, and
+    for each gap cell a distinct run of spaces (a category needs a unique name; this one shows as nothing)."""
+    names, gaps = [], 0
+    for panel in range(n):
+        cells = [name(panel, i) for i in range(T)]
+        blank = []
+        for _ in range(gap if gap_first or panel < n - 1 else 0):
+            gaps += 1
+            blank.append(" " * gaps)
+        names += blank + cells if gap_first else cells + blank
+    return names
 
 
 def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = None,
                    title: str | None = None) -> go.Figure:
     """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix.
 
-    z is in whole percent (see percent()). The layout is written out as one dict (what make_subplots would
-    build): make_subplots plus per-axis updates cost most of a second for 16 panels.
+    One heatmap trace holds all the panels (grid_layout) in whole percent: a grid of 16 subplots takes the
+    browser about three times as long to draw. Panel titles are annotations and each panel is outlined; the
+    selected head's title is bold and its outline red. The hover reads the row's and the column's names.
     """
     L, H, T, _ = patterns.shape
-    names = head_names(L, H)
-    columns, rows = panel_domains(H, 0.02), panel_domains(L, 0.25 / L)[::-1]  # layer 0 on top
-    z = percent(patterns)
-    hover = t("inspector.fig.grid_hover") + "<extra></extra>"
-    axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False, constrain="domain")
-    data, layout, titles = [], {}, []
-    for i, name in enumerate(names):
+    col, row = grid_gaps(T)
+    y = axis_names(L, T, row, True, lambda layer, i: t("inspector.fig.grid_row", layer=layer, position=i))
+    x = axis_names(H, T, col, False, lambda head, i: t("inspector.fig.grid_column", head=head, position=i))
+    fig = go.Figure(go.Heatmap(z=grid_layout(patterns), x=x, y=y, coloraxis="coloraxis",
+                               hovertemplate=t("inspector.fig.grid_hover") + "<extra></extra>"))
+    for i, name in enumerate(head_names(L, H)):
         layer, head = divmod(i, H)
-        n = "" if i == 0 else str(i + 1)
-        data.append(dict(type="heatmap", z=z[layer, head], xaxis=f"x{n}", yaxis=f"y{n}", coloraxis="coloraxis",
-                         name=name, hovertemplate=hover.replace("{head}", name)))
-        layout[f"xaxis{n}"] = dict(domain=columns[head], anchor=f"y{n}", **axis)
-        # scaleanchor keeps the cells square, panel by panel
-        layout[f"yaxis{n}"] = dict(domain=rows[layer], anchor=f"x{n}", autorange="reversed", scaleanchor=f"x{n}",
-                                   **axis)
-        label = f"<b>▶ {name}</b>" if selected == (layer, head) else name
-        titles.append(dict(text=label, x=sum(columns[head]) / 2, y=rows[layer][1], xref="paper", yref="paper",
-                           xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=14)))
-    layout.update(title=dict(text=title or t("inspector.fig.grid_title")), annotations=titles,
-                  height=120 + 230 * L, margin=dict(l=10, r=10, t=90, b=10),
-                  coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
-                                 colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
-    return go.Figure(dict(data=data, layout=layout))
+        left, top = head * (T + col), layer * (T + row) + row
+        chosen = selected == (layer, head)
+        fig.add_annotation(text=f"<b>▶ {name}</b>" if chosen else name, x=left + (T - 1) / 2, y=top - 0.5,
+                           xref="x", yref="y", yanchor="bottom", showarrow=False, font=dict(size=14))
+        fig.add_shape(type="rect", x0=left - 0.5, x1=left + T - 0.5, y0=top - 0.5, y1=top + T - 0.5, xref="x",
+                      yref="y", line=dict(color="#d62728" if chosen else "#d0d7e2", width=2 if chosen else 1))
+    axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False)
+    fig.update_xaxes(type="category", **axis)
+    fig.update_yaxes(type="category", autorange="reversed", scaleanchor="x", constrain="domain", **axis)
+    fig.update_layout(title=dict(text=title or t("inspector.fig.grid_title")), height=80 + 230 * L,
+                      margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white",
+                      coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
+                                     colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
+    return fig
 
 
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None) -> go.Figure:

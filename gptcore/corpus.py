@@ -8,11 +8,9 @@ model that only sees the previous character (a bigram) cannot predict them.
 
 It is also built to reward copying from the context. The names are invented per
 story, and most stories hold a password or a secret message of random letters
-and digits said two or three times in a row, a line of 30 to 60 random keys
-typed twice, a memory game of random cards each said right back, an echo game
-or a silly song sung twice: no amount of memorising predicts their later
-mentions, only finding the earlier one does. That is what makes a model trained
-on it grow induction heads.
+and digits said two or three times in a row, or a silly song sung twice: no
+amount of memorising predicts their later mentions, only finding the earlier one
+does. That is what makes a model trained on it grow induction heads.
 
 Only `random.Random` is used, so generating text never touches torch's RNG.
 """
@@ -29,8 +27,6 @@ SEPARATOR = "\n<|endoftext|>\n"
 SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
 PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
 NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
-TYPEWRITER_CHANCE = 0.5  # share of stories with a long line of random keys, typed twice
-MEMORY_CHANCE = 0.8  # share of stories with a memory game: lines of random keys read out, each said right back
 ECHO_CHANCE = 0.8  # share of stories that are a game of echo: a made-up word said, then said right back
 
 # subject, object, possessive, reflexive, past tense of "to be"
@@ -525,11 +521,7 @@ def _intro(b: _Builder, role: str):
         _password(b)
     if b.rng.random() < NOTE_CHANCE:
         _note(b)
-    if b.rng.random() < TYPEWRITER_CHANCE:
-        _typewriter(b)
     b.para()
-    if b.rng.random() < MEMORY_CHANCE:
-        _memory_game(b)
 
 
 def _song(b: _Builder):
@@ -565,29 +557,6 @@ def _note(b: _Builder):
           '{C} gave {H} a note with a secret message: "{note}."')
     b.add('Every night, {H} read it out loud: "{note}."', '{H} read the message again, slowly: "{note}."')
     b.add('Then {he} whispered it once more: "{note}."', '"{note}," {H} said to {himself}.')
-
-
-def _typewriter(b: _Builder):
-    """A line of random keys typed twice: a long copy (30 to 60 characters) with nothing to predict it but the
-    first typing, the nearest a story comes to the copying test's random sequences."""
-    b.ctx["keys"] = _invent_gibberish(b.rng, b.rng.randint(30, 60))
-    b.invented.append(b.ctx["keys"])
-    b.add('{H} pressed the keys of an old typewriter at random, and the paper said: "{keys}."',
-          '{H} found a typewriter and hit keys with {his} eyes shut. It typed: "{keys}."')
-    b.add('{C} typed the same line under it, key by key: "{keys}."', 'Then {C} copied it exactly: "{keys}."')
-
-
-def _memory_game(b: _Builder):
-    """Cards of random keys read out, each said right back: dense practice at copying sequences of 10 to 60
-    characters from one sentence earlier, which is what the copying test asks of a model."""
-    b.add("{H} and {C} played a memory game with funny cards.",
-          "One day {C} made cards full of silly letters, and {H} had to remember them.")
-    for _ in range(b.rng.randint(4, 7)):
-        b.ctx["card"] = _invent_gibberish(b.rng, b.rng.randint(10, 60))
-        b.invented.append(b.ctx["card"])
-        b.add('{H} read a card: "{card}." {C} said it back: "{card}."',
-              '{C} read the next card: "{card}." {H} said it back: "{card}."')
-    b.para()
 
 
 def _companion_intro(b: _Builder, role: str):

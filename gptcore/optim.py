@@ -4,7 +4,7 @@ Muon, "MomentUm Orthogonalized by Newton–Schulz" (Keller Jordan, 2024), update
 blocks with its momentum after pushing every singular value of that momentum towards 1. The raw gradient of a
 matrix is dominated by a few directions; the orthogonalized update moves all of them at the same rate. On this
 model it reaches the tutorial's final validation loss after reading about 1.5M characters, against about 2.7M
-for the best AdamW schedule we found and 5.5M for the tutorial's recipe (README, Performance). Vectors (norm
+for the best AdamW schedule we found and 5.5M for the tutorial's recipe (bench/README.md). Vectors (norm
 gains) and the embedding and output tables are not hidden matrices, so they stay on AdamW.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ class Recipe:
     train: TrainConfig
 
 
-# The optimizer and schedule the quick and fast presets share (README, Performance, for how they were chosen).
+# The optimizer and schedule the quick and fast presets share (bench/README.md, for how they were chosen).
 MUON = dict(optimizer="muon", muon_lr=0.02, lr=4e-3, schedule="cosine", min_lr_ratio=0.05, grad_clip=1.0,
             decay_all=False, weight_decay=0.0, beta2=0.99)
 

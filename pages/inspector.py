@@ -166,13 +166,6 @@ attention_tab, predictions_tab, finder_tab, training_tab = st.tabs(
 
 # --- attention -------------------------------------------------------------------------------------------------------
 
-def pick_head() -> None:
-    """on_select of the grid: the clicked panel becomes the enlarged head."""
-    if point := clicked("inspect-grid"):
-        st.session_state["inspect-layer"], st.session_state["inspect-head"] = divmod(point["curve_number"],
-                                                                                     cfg.n_head)
-
-
 def pick_query() -> None:
     """on_select of the enlarged head: the clicked query character (its customdata is the position) becomes the
     query."""
@@ -224,8 +217,7 @@ def attention_view() -> None:
 if attention_tab.open:  # lazy: only the open tab computes and ships its figures
     with attention_tab:
         st.markdown(t("inspector.attention.intro"))
-        plot(figs.attention_grid(run.patterns), "inspect-grid", f"attention-grid-{name}", on_select=pick_head,
-             selection_mode="points")
+        plot(figs.attention_grid(run.patterns), "inspect-grid", f"attention-grid-{name}")
         st.caption(t("inspector.attention.grid_caption"))
         attention_view()
         show_source(ins.patterns_from_ids, GPT.run_with_cache)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer import inspector_figures as figs
 from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.runs import SHIPPED as SHIPPED_NAME
@@ -56,10 +57,13 @@ def array(value) -> np.ndarray:
     return flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
 
 
-def grid_patterns(spec: dict, n_layer: int, n_head: int) -> np.ndarray:
-    traces = [array(t["z"]) for t in spec["data"]]
-    assert len(traces) == n_layer * n_head
-    return np.stack(traces).reshape(n_layer, n_head, *traces[0].shape)
+def grid_patterns(spec: dict, n_layer: int, n_head: int, T: int) -> np.ndarray:
+    """The (L, H, T, T) patterns of the grid: one heatmap, its panels separated by blank cells."""
+    [heatmap] = spec["data"]
+    image = array(heatmap["z"])
+    panels = figs.grid_panels(image, n_layer, n_head, T)
+    assert image.sum() == panels.sum()  # nothing but the panels: the gaps are blank
+    return panels
 
 
 def default_head(shipped) -> tuple[int, int]:
@@ -75,8 +79,8 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
     cfg = shipped.model.cfg
     direct = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
 
-    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
     T = len(ins.DEFAULT_TEXT)
+    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head, T)
     assert shown.shape == (cfg.n_layer, cfg.n_head, T, T) and shown.dtype == np.uint8  # whole percent: small
     np.testing.assert_array_equal(shown, np.rint(direct * 100))
     assert np.all(np.triu(shown, k=1) == 0)  # no query sees a later character
@@ -220,7 +224,8 @@ def test_head_choice_and_training_slider(shipped):
     assert not at.exception
     model, tokenizer, _ = ckpt.load_weights(first_path)
     direct = ins.attention_patterns(model, tokenizer, ins.DEFAULT_TEXT).numpy()
-    shown = grid_patterns(chart(at, "inspect-training-grid"), model.cfg.n_layer, model.cfg.n_head)
+    shown = grid_patterns(chart(at, "inspect-training-grid"), model.cfg.n_layer, model.cfg.n_head,
+                          len(ins.DEFAULT_TEXT))
     np.testing.assert_array_equal(shown, np.rint(direct * 100))
     final = ins.attention_patterns(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT).numpy()
     assert not np.allclose(shown, final, atol=1e-3)  # the patterns really changed during training
@@ -243,7 +248,7 @@ def test_long_or_unreadable_text_gets_a_visible_message(shipped):
     known = len(shipped.tokenizer.encode(text))
     assert f"only the first {context} are analysed, the last {known - context} are left out" in warnings
     cfg = shipped.model.cfg
-    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head)
+    shown = grid_patterns(chart(at, "inspect-grid"), cfg.n_layer, cfg.n_head, context)
     direct = ins.attention_patterns(shipped.model, shipped.tokenizer, text).numpy()
     assert shown.shape[-1] == context
     np.testing.assert_array_equal(shown, np.rint(direct * 100))

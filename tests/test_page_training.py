@@ -391,7 +391,7 @@ def test_an_uploaded_run_continues_after_the_upload_is_given_again(root):
 
 
 def test_the_app_skips_streamlits_full_gc_after_every_rerun(monkeypatch):
-    """A gc.collect(2) after each live-panel rerun held the GIL for a quarter of a watched run (README)."""
+    """A gc.collect(2) after each live-panel rerun held the GIL for a quarter of a watched run (bench/README.md)."""
     root = Path(__file__).resolve().parent.parent
     assert tomllib.loads((root / ".streamlit" / "config.toml").read_text())["runner"]["postScriptGC"] is False
     monkeypatch.chdir(root)  # where `streamlit run app.py` starts, so Streamlit itself must read it as set
