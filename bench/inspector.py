@@ -21,6 +21,7 @@ from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
+from gptcore.runs import SHIPPED
 from gptcore.train import build_model
 
 REPEATS = 7
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     folders = sys.argv[1:] if argv is None else argv
     print(f"torch threads: {torch.get_num_threads()}")
     worst = 0.0
-    for folder in folders or [str(ckpt.CHECKPOINT_ROOT / "shipped-tiny")]:
+    for folder in folders or [str(ckpt.CHECKPOINT_ROOT / SHIPPED)]:
         loaded = ckpt.load_checkpoint(folder)
         worst = max(worst, time_window(Path(folder).name, loaded.model, loaded.tokenizer))
     if not folders:

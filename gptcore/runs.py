@@ -27,7 +27,7 @@ from .prepare import PreparedCorpus
 from .sources import CorpusSource
 from .train import Trainer, diverging_message, diverging_record
 
-SHIPPED = "shipped-tiny"  # the model the repo ships so the inspector works on first launch
+SHIPPED = "starter"  # the model the repo ships so the inspector works on first launch
 ACTIVE = ("starting", "running", "paused", "stopping")  # a job of this process is working on the run
 ACTIONS = ("continue", "rename", "delete")
 

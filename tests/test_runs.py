@@ -302,7 +302,7 @@ def test_the_shipped_model_is_protected():
 def test_the_shipped_model_says_why_it_cannot_continue():
     [shipped] = [r for r in runs.list_runs(root=ckpt.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
     assert shipped.blocker("continue") is not None
-    assert shipped.blocker("continue").startswith("shipped-tiny ships with the app and stays as it is")
+    assert shipped.blocker("continue").startswith("starter ships with the app and stays as it is")
 
 
 def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path):
