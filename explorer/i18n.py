@@ -157,15 +157,24 @@ def keep_widget_values() -> None:
 
     The browser holds a select box's or radio's choice as the text it shows and sends that text back; under the
     new language's names it would match nothing and fall back to the default. A value set from Python wins
-    over the browser's and is shown under its new name. (Buttons and uploads cannot be set and hold no choice.)
+    over the browser's and is shown under its new name. Only choices are set: a button's True/False, an upload or
+    a table's selection cannot be set (the widget would refuse to draw), and a toggle's True/False reads the same
+    in any language.
     """
     for key in list(st.session_state.keys()):
-        if key == "lang-switch":
+        if key == "lang-switch" or not _is_choice(st.session_state[key]):
             continue
         try:
             st.session_state[key] = st.session_state[key]
         except StreamlitAPIException:
             pass
+
+
+def _is_choice(value) -> bool:
+    """A value a select box, radio, slider, segmented control, multiselect or number input holds."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_choice(v) for v in value)
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
 def language_switch() -> None:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from explorer.i18n import t
 from gptcore.interp import Stage, Trace
 
-DIVERGING = "RdBu_r"  # negative blue, positive red, zero white
+DIVERGING = "RdBu"  # negative red, positive blue, zero white: the colours of the concept pages
 WEIGHTS = "Blues"
 FONT = dict(size=13)
 MONO = dict(family="monospace", size=13)
@@ -122,7 +122,7 @@ def text_strip(labels: list[str], selected: int, per_row: int = 64, shade: list[
 
 def vector_bars(values: torch.Tensor, title: str) -> go.Figure:
     v = values.float().numpy()
-    fig = go.Figure(go.Bar(x=np.arange(len(v)), y=v, marker_color=np.where(v >= 0, "#d6604d", "#4393c3"),
+    fig = go.Figure(go.Bar(x=np.arange(len(v)), y=v, marker_color=np.where(v >= 0, "#4393c3", "#d6604d"),
                            hovertemplate=t("trace.fig.channel_hover") + "<extra></extra>"))
     fig.update_xaxes(title=t("trace.fig.channels", n=len(v)))
     fig.update_yaxes(title=t("trace.fig.value"), zeroline=True, zerolinecolor="#888")
@@ -378,13 +378,13 @@ def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int =
 def attribution_bars(parts, logit: float, target_label: str, names: list[str]) -> go.Figure:
     """Each component's direct contribution to the chosen logit, in the order they write into the stream."""
     values = parts["logit"].to_numpy()
-    fig = go.Figure(go.Bar(x=names, y=values, marker_color=np.where(values >= 0, "#d6604d", "#4393c3"),
+    fig = go.Figure(go.Bar(x=names, y=values, marker_color=np.where(values >= 0, "#4393c3", "#d6604d"),
                            hovertemplate="%{x}: %{y:+.3f}<extra></extra>"))
     fig.add_hline(y=0, line_color="#888")
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=12), type="category")
     fig.update_yaxes(title=t("trace.fig.contribution"))
-    return _layout(fig, t("trace.fig.attribution_title", char=target_label, total=float(values.sum()), logit=logit),
-                   400)
+    _layout(fig, t("trace.fig.attribution_title", char=target_label, total=float(values.sum()), logit=logit), 400)
+    return fig.update_layout(margin_l=90)  # room for the first slanted name
 
 
 def head_grid(values: np.ndarray, title: str, colour_title: str) -> go.Figure:

@@ -556,11 +556,6 @@ PATCHING_PAIRS = [
                  "Once upon a time, there was a girl named Tavina. She had a red ball. One day, Tav",
                  "Once upon a time, there was a girl named Tavora. She had a red ball. One day, Tav",
                  "i", "o"),
-    # the next sentence should start with the pronoun that agrees with the hero, fetched from far back
-    PatchingPair("pronoun",
-                 "Once upon a time, there was a girl named Kalina who lived on a quiet street. ",
-                 "Once upon a time, there was a boy named Kalinus who lived on a quiet street. ",
-                 "S", "H"),
 ]
 
 

@@ -7,7 +7,7 @@ from gptcore.model import GPT
 
 PATH = ["averaging_to_attention", "sqrt_d_scaling", "multihead_order", "rope", "ffn_swiglu", "residual_norm",
         "assembled_gpt", "hyperparameters", "recap"]
-LAB = ["training", "inspector"]
+LAB = ["training", "inspector", "trace"]
 
 st.title(t("home.title"))
 st.markdown(t("home.intro"))

@@ -163,7 +163,11 @@ def step_through():
     stage = tr.stages[index]
     st.subheader(f"{index + 1}/{n} · {t(f'trace.sections.{stage.section}')} · {titles[index]}")
     shape = "×".join(map(str, stage.shape)) or "1"
-    st.caption(t("trace.shape", shape=shape) + (f" · `{stage.hook}`" if stage.hook else ""))
+    if stage.hook and stage.hook.endswith("hook_q") and {"k", "v"} <= set(stage.parts):  # q, k and v in one figure
+        hooks = " · ".join(f"`{stage.hook[:-1] + name}`" for name in "qkv")
+        st.caption(t("trace.shape_each", shape=shape) + " · " + hooks)
+    else:
+        st.caption(t("trace.shape", shape=shape) + (f" · `{stage.hook}`" if stage.hook else ""))
     st.markdown(t(f"trace.describe.{stage.description}"))
     fig, blocks = figs.stage_view(stage, tr, labels, vocab, pieces, cfg.ffn)
     if fig is not None:

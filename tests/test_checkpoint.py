@@ -113,6 +113,17 @@ def rewrite_weights(directory, tensors, **config_changes):
     save_file(tensors, str(directory / "model.safetensors"), metadata=meta)
 
 
+def test_weights_stored_in_bfloat16_load_into_the_float32_model(saved):
+    """The shipped model keeps its snapshots in bfloat16 (half the bytes); they load as float32 weights."""
+    directory, model = saved
+    path = directory / "model.safetensors"
+    tensors, header = ckpt._read_safetensors(path)
+    save_file({k: v.to(torch.bfloat16) for k, v in tensors.items()}, str(path), metadata=header)
+    loaded, _, step = ckpt.load_weights(path)
+    assert step == 7 and all(p.dtype == torch.float32 for p in loaded.parameters())
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, model.state_dict()[name].to(torch.bfloat16).float()), name
+
 def test_a_tiny_file_describing_a_huge_model_is_refused_before_any_memory_is_allocated(saved):
     directory, model = saved
     rewrite_weights(directory, {"x": torch.zeros(1)}, d_model=4096, n_layer=64, n_head=64, d_ff=16384)
