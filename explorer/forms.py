@@ -193,7 +193,7 @@ def field_widget(container, s: Setting, key: str, default) -> None:
     if s.name == "device":  # a choice only where this machine has an accelerator
         common["disabled"] = not accelerators()
     if s.kind is bool:
-        container.toggle(label(s), value=default, **common)
+        container.toggle(label(s), value=default, wrap=True, **common)  # (a column would cut a long label)
     elif s.choices:
         names = {value: choice(s, value) for value in s.choices}
         container.selectbox(label(s), list(s.choices), index=list(s.choices).index(default), format_func=names.get,
