@@ -65,7 +65,7 @@ else:
         profiles = mh.head_profiles(run.patterns, run.ids, run.text)
         top = mh.clearest_head(profiles)
         if top is None:
-            st.markdown(tr("trained.none_clear", clear=mh.CLEAR_ROLE))
+            st.markdown(tr("trained.none_clear", clear=ins.CLEAR_SCORE))
         else:
             st.markdown(tr("trained.clearest", head=top["head"], layer=top["layer"], role=top["role"],
                            score=top[list(mh.ROLE_SCORES)].max()))
@@ -79,7 +79,7 @@ else:
         table = shown_table(profiles.drop(columns=["layer", "head_index"]), PAGE,
                             formats=dict.fromkeys(scores, lambda v: "—" if v != v else f"{v:.2f}"))
         st.dataframe(table, hide_index=True, height=35 * (len(profiles) + 1) + 3, key="mh-trained-scores")
-        st.caption(tr("trained.scores", clear=mh.CLEAR_ROLE))
+        st.caption(tr("trained.scores", clear=ins.CLEAR_SCORE))
 
         def open_in_inspect():
             st.session_state[ACTIVE_CHECKPOINT] = shipped.path.name

@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..config import GPTConfig
 from ..errors import InputError, Message, message
-from ..inspector import head_scores
+from ..inspector import CLEAR_SCORE, head_scores
 from ..model import Attention, rope_tables
 from .averaging import attention_module, run_attention
 
@@ -121,7 +121,6 @@ ROLE_SCORES = {"previous_token": message("multihead.role.previous_token", "previ
                "word_start": message("multihead.role.word_start", "start of the current word"),
                "first_token": message("multihead.role.first_token", "first character"),
                "induction": message("multihead.role.induction", "induction (what followed this character last time)")}
-CLEAR_ROLE = 0.3  # a score below this is no role: uniform attention over 50 keys scores 0.02
 
 
 def head_profiles(patterns: torch.Tensor, ids: torch.Tensor, text: str) -> pd.DataFrame:
@@ -164,7 +163,7 @@ def head_role(row: dict) -> Message:
     """The strongest named score when it is clear, else where the head's weight goes on average."""
     scores = {name: row[name] for name in ROLE_SCORES if row[name] == row[name]}  # NaN: no repeat in the text
     best = max(scores, key=scores.get, default=None)
-    if best is not None and scores[best] >= CLEAR_ROLE:
+    if best is not None and scores[best] >= CLEAR_SCORE:
         return ROLE_SCORES[best]
     if row["mean reach"] >= 4:
         return message("multihead.role.spread", "spread out, about {n:.0f} characters back", n=row["mean reach"])
@@ -172,9 +171,9 @@ def head_role(row: dict) -> Message:
 
 
 def clearest_head(profiles: pd.DataFrame) -> pd.Series | None:
-    """The row of the head with the highest named score, or None when no head reaches CLEAR_ROLE."""
+    """The row of the head with the highest named score, or None when no head reaches CLEAR_SCORE."""
     best = profiles[list(ROLE_SCORES)].max(axis=1).fillna(0)
-    return profiles.loc[best.idxmax()] if best.max() >= CLEAR_ROLE else None
+    return profiles.loc[best.idxmax()] if best.max() >= CLEAR_SCORE else None
 
 
 def varied_layer(profiles: pd.DataFrame) -> int:
