@@ -144,7 +144,7 @@ for state_key in (QUERY, POSITION):
         st.session_state[state_key] = start_position
 
 # The head enlarged first is the one that copies best on random characters shown twice, if one does.
-copying_head = ins.strongest_head(copying_scores(*key)[0], "induction", ins.CLEAR_SCORE)
+copying_head = ins.strongest_head(copying_scores(*key)[0], "induction")
 if not (0 <= st.session_state.get("inspect-layer", -1) < cfg.n_layer
         and 0 <= st.session_state.get("inspect-head", -1) < cfg.n_head):  # (first visit, or a smaller model)
     st.session_state["inspect-layer"], st.session_state["inspect-head"] = copying_head[:2] if copying_head else (0, 0)
