@@ -1,4 +1,5 @@
 """Entry point: `streamlit run app.py`. Navigation and the sidebar shared by every page."""
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -6,7 +7,7 @@ import streamlit as st
 import gptcore  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported anywhere)
 from explorer.i18n import t
 from explorer.navigation import DEFAULT_PAGE, SECTIONS
-from explorer.ui import sidebar
+from explorer.ui import load_torch_in_background, sidebar
 
 # A local image, served by this server: a ':material/…' page icon makes every browser fetch it from Google's font CDN.
 ICON = Path(__file__).resolve().parent / "static" / "icon.png"
@@ -19,10 +20,12 @@ PAGES = {t(f"app.sections.{section}"): [st.Page(f"pages/{stem}.py", title=t(f"ap
 
 nav = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" toggle
 sidebar()
-# Imported only now, with the navigation on screen: it loads torch (about a second on a fresh server).
-from gptcore.threads import use_threads  # noqa: E402
+if "torch" in sys.modules:
+    from gptcore.threads import use_threads
 
-# Each rerun gets a fresh thread, which starts with the thread count set last anywhere (say a one-thread demo
-# job's): the page's own torch work (inspector, generation, demos) should use every core.
-use_threads(0)
+    # Each rerun gets a fresh thread, which starts with the thread count set last anywhere (say a one-thread demo
+    # job's): the page's own torch work (inspector, generation, demos) should use every core. Before torch has
+    # loaded, nobody has set a count, and a thread starts with every core anyway.
+    use_threads(0)
 nav.run()
+load_torch_in_background()

@@ -1,9 +1,9 @@
-"""Click-to-screen latency of the Inspect page's controls, and how long every page takes to open (Playwright).
+"""Click-to-screen latency of the Inspect and Trace pages' controls, and how long every page takes to open (Playwright).
 
     python -m bench.browser_latency                   own server: a cold start, every page, then Inspect's controls
     python -m bench.browser_latency --train           the Inspect clicks again while a run trains in the background
     python -m bench.browser_latency --url URL         a server that is already running (no cold start)
-    python -m bench.browser_latency --skip-pages      only the Inspect controls
+    python -m bench.browser_latency --skip-pages      only the Inspect and Trace controls
 
 Latency is measured in the browser: a capture-phase listener notes performance.now() when the pointer or key
 goes down, and a check that runs on every animation frame notes when the change is on screen (the enlarged
@@ -55,6 +55,13 @@ BARS = """() => { const c = document.querySelector('.st-key-inspect-predictions 
                  if (!c) return '';
                  const paths = [...c.querySelectorAll('.bars .point path')].map(p => p.getAttribute('d'));
                  return c.querySelectorAll('.bars .point').length + ':' + paths.join('|'); }"""
+STAGE_HEADING = """() => { const h = [...document.querySelectorAll("h3")]
+                           .find(h => /^\\d+\\/\\d+ · /.test(h.innerText));
+                         return h ? h.innerText : ''; }"""
+# the Trace page's position: the text strip's boxed character and the position slider's value both show it
+TRACE_POSITION = """() => { const v = [...document.querySelectorAll('[data-testid="stSliderThumbValue"]')]
+                               .map(e => e.innerText).find(t => /^\\d+ '/.test(t));
+                           return v || ''; }"""
 HEADING = "() => { const h = document.querySelector('[data-testid=\"stMain\"] h1'); return h ? h.innerText : ''; }"
 
 
@@ -295,6 +302,44 @@ def inspect_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
     return results
 
 
+TRACE_CONTROLS = ("next stage (button)", "previous stage (button)", "stage (slider, keyboard)",
+                  "position (slider, keyboard)", "position (click a character)")
+
+
+def trace_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
+    """The Trace page's step controls (Next, Previous, the stage slider) and its position (slider, and a click on
+    a character of the text strip), each changed `clicks` times and timed to the change on screen."""
+    results = {name: Samples() for name in TRACE_CONTROLS}
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the text strip and the pass diagram
+    page.wait_for_function(STAGE_HEADING, polling="raf", timeout=120_000)
+    for name, label in (("next stage (button)", "Next ▶"), ("previous stage (button)", "◀ Previous")):
+        button = page.get_by_role("button", name=label)
+        for _ in range(clicks):
+            timed(page, frames, button.click, STAGE_HEADING, results[name])
+    for name, key in (("stage (slider, keyboard)", "trace-stage"), ("position (slider, keyboard)", "trace-position")):
+        slider = page.locator(f".st-key-{key} [role=slider]")
+        signature = STAGE_HEADING if key == "trace-stage" else TRACE_POSITION
+        for i in range(clicks):
+            slider.focus()
+            timed(page, frames, lambda i=i, s=slider: s.press("ArrowLeft" if i % 2 else "ArrowRight"), signature,
+                  results[name])
+    points = page.locator(".st-key-trace-strip path.point")
+    for i in range(clicks):
+        point = points.nth(5 + (i * 37) % max(1, points.count() - 10))
+        box = point.bounding_box()
+        timed(page, frames, lambda b=box: page.mouse.click(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2),
+              TRACE_POSITION, results["position (click a character)"])
+    return results
+
+
+def full_trace_text(page, frames: Frames) -> None:
+    """The Trace page's text past the model's context, so every stage is traced at full size."""
+    box = page.get_by_role("textbox", name="Text")
+    box.fill((box.input_value() + " ") * 3)
+    run_to_end(page, frames, lambda: box.press("Control+Enter"))
+    page.get_by_text("are left out").first.wait_for(timeout=60_000)
+
+
 def full_context_text(page, frames: Frames) -> None:
     """Fill the text box past the model's context, so every figure is at full size (128 × 128)."""
     # the page's first run has drawn the enlarged head and ended: a text typed earlier could be overwritten
@@ -313,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a server that is already running (skips the cold start)")
     parser.add_argument("--clicks", type=int, default=20, help="samples per Inspect control")
     parser.add_argument("--page-rounds", type=int, default=3, help="times every page is opened (after a warm-up)")
-    parser.add_argument("--skip-pages", action="store_true", help="only the Inspect controls")
+    parser.add_argument("--skip-pages", action="store_true", help="no cold start, no page openings")
+    parser.add_argument("--skip-trace", action="store_true", help="leave out the Trace page's controls")
     parser.add_argument("--train", action="store_true", help="also time the Inspect controls while a run trains")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -343,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"\nInspect, shipped model, full context (128 characters), {label} ({load_summary()}):")
                     for name, samples in inspect_controls(page, frames, args.clicks).items():
                         print(samples.line(name))
+            if not args.skip_trace:
+                run_to_end(page, frames, lambda: open_from_sidebar(page, "Trace a prediction"))
+                full_trace_text(page, frames)
+                print(f"\nTrace a prediction, shipped model, full context ({load_summary()}):")
+                for name, samples in trace_controls(page, frames, args.clicks).items():
+                    print(samples.line(name))
         browser.close()
     print(load_summary())
     return 0

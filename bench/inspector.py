@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     folders = sys.argv[1:] if argv is None else argv
     print(f"torch threads: {torch.get_num_threads()}")
     worst = 0.0
-    for folder in folders or [str(ckpt.CHECKPOINT_ROOT / SHIPPED)]:
+    for folder in folders or [str(folders.CHECKPOINT_ROOT / SHIPPED)]:
         loaded = ckpt.load_checkpoint(folder)
         worst = max(worst, time_window(Path(folder).name, loaded.model, loaded.tokenizer))
     if not folders:

@@ -18,7 +18,7 @@ import time
 
 from bench.common import median, thread_summary, time_calls
 from gptcore import checkpoint as ckpt
-from gptcore import interp
+from gptcore import folders, interp
 from gptcore.inspector import DEFAULT_TEXT
 from gptcore.runs import SHIPPED
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if name.startswith("streamlit"):
             logging.getLogger(name).setLevel(logging.ERROR)
     args = sys.argv[1:] if argv is None else argv
-    folder = args[0] if args else ckpt.CHECKPOINT_ROOT / SHIPPED
+    folder = args[0] if args else folders.CHECKPOINT_ROOT / SHIPPED
     loaded = ckpt.load_checkpoint(folder)
     model, tokenizer = loaded.model, loaded.tokenizer
     context = model.cfg.context

@@ -225,10 +225,12 @@ def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=titles, horizontal_spacing=0.08,
                         vertical_spacing=0.12 / rows)
     ticks = list(range(len(labels)))
+    chars = np.array(labels, dtype=object)
+    # [query i][key j] = (key's character, query's character); an array, which Plotly takes without a check per cell
+    pairs = np.stack(np.broadcast_arrays(chars[None, :], chars[:, None]), -1)
     for h, z in enumerate(patterns):
         fig.add_heatmap(z=z, x=ticks, y=ticks, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
-                        customdata=[[(labels[j], labels[i]) for j in ticks] for i in ticks],
-                        hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
+                        customdata=pairs, hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
     axis = dict(tickmode="array", tickvals=ticks, ticktext=labels, tickangle=0, tickfont=dict(size=9))
     fig.update_xaxes(**axis)
     fig.update_yaxes(autorange="reversed", **axis)

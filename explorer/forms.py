@@ -26,10 +26,10 @@ from pathlib import Path
 import streamlit as st
 
 from gptcore import checkpoint as ckpt
-from gptcore import runs
+from gptcore import folders, runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
+from gptcore.corpus import MAX_DRILLS
 from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
-from gptcore.describe import count_params
 from gptcore.device import accelerators
 from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
@@ -42,8 +42,8 @@ from .ui import job_registry
 
 ss = st.session_state
 PREFIX = {GPTConfig: "tr_m_", TrainConfig: "tr_t_"}
-CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_builtin_seed": 0, "tr_path": "",
-                   "tr_max_chars": 1_000_000}
+CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_builtin_seed": 0,
+                   "tr_builtin_drills": 0.0, "tr_path": "", "tr_max_chars": 1_000_000}
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
 KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
@@ -226,7 +226,8 @@ def field_inputs(cls, columns) -> dict[str, Message]:
 def current_source() -> CorpusSource:
     kind, max_chars = ss.tr_source, ss.tr_max_chars or None
     upload = ss.get("tr_upload")
-    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed, path=ss.tr_path.strip(),
+    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed, drills=ss.tr_builtin_drills,
+                        path=ss.tr_path.strip(),
                         name=upload.name if upload else "", max_chars=None if kind == "builtin" else max_chars)
 
 
@@ -284,7 +285,7 @@ def server_folders_note() -> Message:
     return message("forms.server_folders", "Only files inside the project folder ({project}) or the data folder "
                    "({data}; set GPTCORE_DATA to choose another) are read from the server, never hidden ones (such "
                    "as .git). Upload any other file.",
-                   project=ckpt.PROJECT_ROOT, data=data_folder())
+                   project=folders.PROJECT_ROOT, data=data_folder())
 
 
 def corpus_inputs():
@@ -293,10 +294,12 @@ def corpus_inputs():
     st.radio(t("training.corpus.source"), KINDS, format_func=names.get, key="tr_source", **KEEP_CHOICE)
     kind = ss.tr_source
     if kind == "builtin":
-        a, b = st.columns([3, 2])
+        a, b, c = st.columns([3, 2, 2])
         a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
                        key="tr_builtin_chars", **KEEP)
         b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
+        c.number_input(t("training.corpus.drills"), min_value=0.0, max_value=MAX_DRILLS, value=0.0, step=0.1,
+                       format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
     elif kind == "upload":
         st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":
@@ -346,7 +349,7 @@ def download_tinystories() -> None:
 def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
     """Sentences on where the parameters are: the embedding and the head hold V·d each, so the count grows by
     2·d_model per character (a Chinese text's thousands of characters make these tables most of the model)."""
-    total, d, vocab = count_params(cfg), cfg.d_model, cfg.vocab_size
+    total, d, vocab = cfg.n_params, cfg.d_model, cfg.vocab_size
     tables = 2 * d * vocab
     numbers = dict(d=d, two_d=2 * d, tables=tables, total=total, share=tables / total, vocab=vocab)
     notes = [t("training.params.tables_bpe" if bpe else "training.params.tables", **numbers)]
@@ -358,7 +361,7 @@ def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
     if replace(cfg, vocab_size=TUTORIAL.vocab_size) == TUTORIAL:
         extra = vocab - TUTORIAL.vocab_size
         key = "same" if extra == 0 else "more" if extra > 0 else "fewer"
-        notes.append(t(f"training.params.tutorial_{key}", tutorial=count_params(TUTORIAL),
+        notes.append(t(f"training.params.tutorial_{key}", tutorial=TUTORIAL.n_params,
                        tutorial_vocab=TUTORIAL.vocab_size, n=abs(extra), params=abs(extra) * 2 * d))
         if ss.get("tr_source") != "builtin":  # a copy of TinyStories, maybe: the usual source of a different count
             notes.append(t("training.params.other_copies"))

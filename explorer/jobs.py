@@ -20,9 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from gptcore.errors import Message, UserError, message
-from gptcore.runs import ACTIVE
-from gptcore.threads import use_threads
-from gptcore.train import TrainControl
+from gptcore.folders import ACTIVE
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +93,8 @@ class Job:
     """A function run in its own thread: fn(job) reads job.control and writes through job.update()."""
 
     def __init__(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0):
+        from gptcore.train import TrainControl  # (torch: loaded with the first job, not with the sidebar)
+
         self.state = JobState(name, kind)
         self.control = TrainControl()
         self._fn, self._threads = fn, threads
@@ -106,6 +106,8 @@ class Job:
         return self
 
     def _main(self):
+        from gptcore.threads import use_threads
+
         yield_to_the_ui()
         # Thread counts are per thread in torch: this must run here, not in the thread that started the job.
         use_threads(self._threads)

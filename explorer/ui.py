@@ -1,8 +1,11 @@
 """Streamlit helpers shared by the pages: source expanders, quizzes, the sidebar, failures."""
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
+import sys
+import threading
 import traceback
 
 import streamlit as st
@@ -67,12 +70,14 @@ def sidebar() -> None:
     registry = job_registry()
 
     def job_status():  # one line about the background job, refreshed while it runs
-        from gptcore.describe import format_step
+        job = registry.active() or registry.latest("train")
+        if job is None:
+            return
+        from gptcore.describe import format_step  # (torch: there is a job, so it is loaded already)
 
         from .training import run_gone
 
-        job = registry.active() or registry.latest("train")
-        if job is None or run_gone(s := job.snapshot()):  # (a run deleted since: nothing left to point to)
+        if run_gone(s := job.snapshot()):  # (a run deleted since: nothing left to point to)
             return
         step, total = s.data.get("step"), s.data.get("total_steps")
         where = format_step(step, total) if step is not None and total is not None else f"{s.progress:.0%}"
@@ -89,18 +94,25 @@ def sidebar() -> None:
         st.fragment(job_status, run_every=2 if registry.active() else None)()
 
 
+def load_torch_in_background() -> None:
+    """The start page and the sidebar need no torch: load it (a second or two) while the reader reads the first
+    page, not when they first click."""
+    if "torch" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("torch",), name="load-torch", daemon=True).start()
+
+
 ACTIVE_CHECKPOINT = "active_checkpoint"  # plain session-state key (widget state is dropped on page switches)
 
 
 def checkpoint_names() -> list[str]:
-    from gptcore.checkpoint import list_checkpoints, shown_name
+    from gptcore.folders import list_checkpoints, shown_name
 
     return [shown_name(p) for p in list_checkpoints()]  # (a name that is not UTF-8 shown escaped)
 
 
 def default_checkpoint(names: list[str]) -> str:
     """The session's active checkpoint if it still exists, else the shipped model, else the first."""
-    from gptcore.runs import SHIPPED
+    from gptcore.folders import SHIPPED
 
     for candidate in (st.session_state.get(ACTIVE_CHECKPOINT), SHIPPED):
         if candidate in names:

@@ -35,21 +35,18 @@ from safetensors.torch import load_file, save, save_file
 
 from .config import ConfigError, GPTConfig
 from .errors import Message, UserError, message, printable, stored_message
+from .folders import CheckpointError, root_folder
+
+# re-exported: callers name checkpoints through this module, which adds saving and loading to folders' naming rules
+from .folders import checkpoint_dir as checkpoint_dir
+from .folders import list_checkpoints as list_checkpoints
+from .folders import safe_name as safe_name
+from .folders import shown_name as shown_name
 from .model import GPT, check_buildable, meta_model
 from .optim import state_slots
 from .tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 
 FORMAT = "gptcore-checkpoint-1"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINT_ROOT = Path(os.environ.get("GPTCORE_CHECKPOINTS", PROJECT_ROOT / "checkpoints"))
-MAX_NAME = 64
-NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}$")
-
-
-class CheckpointError(UserError, ValueError):
-    """A checkpoint that cannot be saved or loaded, with a message naming the problem."""
-
-
 class DiskFull(CheckpointError):
     """No space was left to write a checkpoint: nothing of it was switched in, the previous one is whole."""
 
@@ -60,38 +57,6 @@ class Checkpoint:
     tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
     path: Path | None = None
-
-
-def safe_name(name: str) -> str:
-    """A checkpoint name that cannot escape the checkpoints folder: letters, digits, . _ - only (other characters
-    become '-'); a name too long is refused, never cut."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name).strip()).strip("-.")
-    if len(cleaned) > MAX_NAME:
-        raise CheckpointError("checkpoint.long_name",
-                              "a checkpoint name has at most {limit} characters; '{start}…' has {n:,}",
-                              limit=MAX_NAME, start=cleaned[:24], n=len(cleaned))
-    if not cleaned or not NAME_PATTERN.match(cleaned):
-        raise CheckpointError("checkpoint.bad_name",
-                              "'{name}' is not a usable checkpoint name (use letters, digits, '.', '_', '-')",
-                              name=str(name))
-    return cleaned
-
-
-def checkpoint_dir(name: str, root: Path | None = None) -> Path:
-    return Path(root or CHECKPOINT_ROOT) / safe_name(name)
-
-
-def shown_name(path: Path) -> str:
-    """A folder's name as it can be shown and used as a key: bytes that are not UTF-8 escaped (bad\\xffname)."""
-    return printable(Path(path).name)
-
-
-def list_checkpoints(root: Path | None = None) -> list[Path]:
-    root = Path(root or CHECKPOINT_ROOT)
-    if not root.is_dir():
-        return []
-    # (a name starting with "." is never a checkpoint's: safe_name refuses it; an import unpacks there)
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "model.safetensors").is_file())
 
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -718,7 +683,7 @@ def resumable_meta(directory: Path) -> dict:
 def check_own_folder(directory: Path, root: Path | None = None) -> Path:
     """directory (made absolute) when it is a folder right inside root and not a link: deleting or renaming it
     then changes only that folder. Its last part is never resolved: a link named like a run may point anywhere."""
-    directory, root = Path(os.path.abspath(directory)), Path(root or CHECKPOINT_ROOT).resolve()
+    directory, root = Path(os.path.abspath(directory)), root_folder(root).resolve()
     if directory.parent.resolve() != root or directory.name in ("", ".", ".."):
         raise CheckpointError("checkpoint.outside_root", "{path} is not inside {root}, so it is left as it is",
                               path=directory, root=root)

@@ -19,6 +19,7 @@ import torch
 from . import checkpoint as ckpt
 from . import ddp
 from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
+from .corpus import MAX_DRILLS
 from .data import CorpusError, load_corpus, unknown_warning
 from .describe import format_step
 from .device import describe as describe_device
@@ -49,6 +50,9 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
                         "built-in stories are --builtin-chars long)")
     p.add_argument("--builtin-chars", type=int, default=1_000_000)
     p.add_argument("--builtin-seed", type=int, default=0)
+    p.add_argument("--builtin-drills", type=float, default=0.0,
+                   help=f"share of the built-in corpus given to copy drills, lines of random characters said again "
+                        f"(0 to {MAX_DRILLS}; default 0)")
 
 
 def flag_options(s: Setting) -> dict:
@@ -189,10 +193,13 @@ def training_corpus(args):
             raise CorpusError("prepare.tokenizer_flag", "{path} was prepared with the {kind} tokenizer, which it "
                               "keeps: leave out --tokenizer", path=args.data, kind=prepared.tokenizer.kind)
         return prepared, None
-    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed)
+    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
+                         builtin_drills=args.builtin_drills)
     # recorded with the run, so the app's Continue button can load the same corpus again
-    source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed) if args.data == "builtin" \
-        else CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=corpus_chars(args))
+    if args.data == "builtin":
+        source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed, drills=args.builtin_drills)
+    else:
+        source = CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=corpus_chars(args))
     return corpus, source
 
 
@@ -297,7 +304,8 @@ def eval_ids(args, tokenizer):
                               "checkpoint's ({prepared} against {run})", path=args.data,
                               prepared=prepared.tokenizer.describe(), run=tokenizer.describe())
         return (prepared.val if args.split == "val" else prepared.whole), prepared.description
-    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed)
+    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
+                         builtin_drills=args.builtin_drills)
     if warning := unknown_warning(tokenizer.unknown(corpus.text)):
         print(f"warning: {warning}", file=sys.stderr)
     if args.split == "val":  # the validation split exactly as the run had it

@@ -170,6 +170,16 @@ class GPTConfig:
     def d_head(self) -> int:
         return self.d_model // self.n_head
 
+    @property
+    def n_params(self) -> int:
+        """How many weights GPT(self) has, from the shapes alone (the Assembled GPT page derives it term by term;
+        a test checks it against the built model)."""
+        d, norm = self.d_model, self.d_model * (1 if self.norm == "rms" else 2)  # LayerNorm adds a bias β
+        block = 4 * d * d + (3 if self.ffn == "swiglu" else 2) * d * self.d_ff + 2 * norm  # attention, FFN, norms
+        positions = self.context * d if self.position == "learned" else 0
+        final_norm = norm if self.norm_placement == "pre" else 0
+        return 2 * self.vocab_size * d + positions + self.n_layer * block + final_norm  # embedding and head
+
     def validate(self) -> None:
         check_fields(self, ConfigError)
         if self.d_model % self.n_head:

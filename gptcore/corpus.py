@@ -12,6 +12,11 @@ and digits said two or three times in a row, or a silly song sung twice: no
 amount of memorising predicts their later mentions, only finding the earlier one
 does. That is what makes a model trained on it grow induction heads.
 
+Copy drills can be mixed in at a chosen share of the characters: lines of random
+characters, each said again right after. Stories alone grow a copying head; the
+drills then teach the model to trust it over what its language habits expect (the
+shipped model had both, one after the other: checkpoints/README.md).
+
 Only `random.Random` is used, so generating text never touches torch's RNG.
 """
 
@@ -20,7 +25,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from .errors import Message, message
+from .errors import InputError, Message, message
 
 BUILTIN_DEFAULT_CHARS = 1_000_000
 SEPARATOR = "\n<|endoftext|>\n"
@@ -28,6 +33,8 @@ SONG_CHANCE = 0.3  # share of stories whose hero has a silly song
 PASSWORD_CHANCE = 0.8  # share of stories with a secret hideout and its password
 NOTE_CHANCE = 0.9  # share of stories with a secret message of random letters, read out three times
 ECHO_CHANCE = 0.8  # share of stories that are a game of echo: a made-up word said, then said right back
+MAX_DRILLS = 0.9  # the largest share of copy drills: the rest are stories
+DRILL_LENGTHS = (8, 64)  # characters in one drill's line, at least and at most
 
 # subject, object, possessive, reflexive, past tense of "to be"
 _PRONOUNS = {
@@ -48,6 +55,8 @@ _NAME_ENDS = {"she": "a a i ie ette elle ina ly", "he": "o o an en ick us ot um"
 _NAME_ENDS = {pron: ends.split() for pron, ends in _NAME_ENDS.items()}
 _CODE_CHARS = string.ascii_uppercase + string.ascii_lowercase + string.digits
 _GIBBERISH_CHARS = _CODE_CHARS + "  ,;:'-"  # (spaces twice: gibberish has words in it)
+# every character the stories and their separator use: a drill may hold any of them, as a model's vocabulary does
+DRILL_CHARS = "\n !\"',-.:;<>?|" + _CODE_CHARS
 
 _KID_ADJS = "little young small happy kind sweet curious cheerful brave".split()
 _ANIMALS = """cat dog bird mouse rabbit bunny duck bear fox frog squirrel puppy
@@ -931,19 +940,44 @@ def generate_story(rng: random.Random) -> Story:
     return Story("\n".join(b.paras), name, pron, b.cast, tuple(b.invented))
 
 
-def generate_stories(n_chars: int, seed: int = 0) -> str:
+def copy_drill(rng: random.Random) -> str:
+    """A line of random characters said two or three times: back to back, or after a space or a new line.
+
+    Nothing but the line's first saying predicts its later ones, character by character."""
+    line = "".join(rng.choices(DRILL_CHARS, k=rng.randint(*DRILL_LENGTHS)))
+    return rng.choice(("", " ", "\n")).join([line] * rng.choice((2, 2, 3)))
+
+
+def check_drills(drills: float) -> None:
+    if not 0 <= drills <= MAX_DRILLS:
+        raise InputError("corpus.drills", "the share of copy drills must be from 0 to {limit}, got {drills}",
+                         limit=MAX_DRILLS, drills=drills)
+
+
+def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0) -> str:
     """Return exactly n_chars characters (truncate the last story) of stories,
-    deterministic for (n_chars, seed); the prefix for a smaller n_chars with the
-    same seed must equal the prefix of a larger one."""
+    deterministic for (n_chars, seed, drills); the prefix for a smaller n_chars with the
+    same seed and drills must equal the prefix of a larger one.
+
+    drills: the share of the characters given to copy drills, placed between the stories. The drills draw from
+    their own generator, so the stories are the same ones, in the same order, whatever the share."""
     if n_chars < 0:
         raise ValueError("n_chars must be >= 0")
-    rng = random.Random(seed)
-    parts, total = [], -len(SEPARATOR)
+    check_drills(drills)
+    rng, drill_rng = random.Random(seed), random.Random(f"copy drills {seed}")
+    parts, total, drilled = [], -len(SEPARATOR), 0
     while total < n_chars:
-        parts.append(generate_story(rng).text)
+        if drilled < drills * max(total, 0):
+            parts.append(copy_drill(drill_rng))
+            drilled += len(parts[-1])
+        else:
+            parts.append(generate_story(rng).text)
         total += len(SEPARATOR) + len(parts[-1])
     return SEPARATOR.join(parts)[:n_chars]
 
 
-def builtin_description(n_chars: int, seed: int) -> Message:
+def builtin_description(n_chars: int, seed: int, drills: float = 0.0) -> Message:
+    if drills:
+        return message("corpus.builtin_drills", "built-in stories with {share:.0%} copy drills, {n:,} chars, seed "
+                       "{seed}", share=drills, n=n_chars, seed=seed)
     return message("corpus.builtin", "built-in stories, {n:,} chars, seed {seed}", n=n_chars, seed=seed)

@@ -5,12 +5,6 @@ import math
 
 from .config import GPTConfig, TrainConfig
 from .errors import Message, message
-from .model import meta_model
-
-
-def count_params(cfg: GPTConfig) -> int:
-    """Parameter count of a config, from its meta-device model: no memory, no random draws."""
-    return meta_model(cfg).num_params()
 
 
 def describe_model(cfg: GPTConfig) -> Message:

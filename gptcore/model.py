@@ -351,7 +351,7 @@ MAX_PARAMS = 100_000_000
 
 def check_buildable(cfg: GPTConfig) -> int:
     """Refuse, before any memory is allocated, a config whose weights would not fit the cap; its parameter count."""
-    n = meta_model(cfg).num_params()
+    n = cfg.n_params
     if n > MAX_PARAMS:
         raise ConfigError("model.too_big", "this model would have {n:,} parameters ({gb:.1f} GB of weights); the "
                           "limit is {limit:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.",

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import checkpoint as ckpt
+from . import folders
 from .config import PLACE, ConfigError, GPTConfig, TrainConfig, TrainConfigError
 from .data import Corpus
 from .ddp import Distributed
 from .describe import describe_model
 from .errors import Message, message, message_record, stored_message
+from .folders import ACTIVE, SHIPPED
 from .prepare import PreparedCorpus
 from .sources import CorpusSource
 from .train import Trainer, diverging_message, diverging_record
 
-SHIPPED = "starter"  # the model the repo ships so the inspector works on first launch
-ACTIVE = ("starting", "running", "paused", "stopping")  # a job of this process is working on the run
 ACTIONS = ("continue", "rename", "delete")
 
 
@@ -199,7 +199,7 @@ def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
 
 def list_runs(root: Path | None = None, live: dict[str, str] | None = None) -> list[RunInfo]:
     """Every checkpoints/<name>/ with a meta.json, newest first."""
-    root = Path(root or ckpt.CHECKPOINT_ROOT)
+    root = folders.root_folder(root)
     if not root.is_dir():
         return []
     # (a name starting with "." is never a run's: an imported checkpoint is unpacked and checked there)
@@ -221,7 +221,7 @@ def zip_run(path: Path) -> bytes:
 def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
     """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's, whose thread may
     not have created its folder yet). A base too long for its number is cut, so the name is always usable."""
-    root = Path(root or ckpt.CHECKPOINT_ROOT)
+    root = folders.root_folder(root)
     base = ckpt.safe_name(base)
     n = 1
     while (root / (name := numbered(base, n))).exists() or name in taken:
@@ -230,7 +230,7 @@ def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
 
 
 def numbered(base: str, n: int) -> str:
-    return f"{base[:ckpt.MAX_NAME - len(f'-{n}')]}-{n}"
+    return f"{base[:folders.MAX_NAME - len(f'-{n}')]}-{n}"
 
 
 def new_run_dir(name: str, root: Path | None = None) -> Path:

@@ -3,7 +3,6 @@ import streamlit as st
 import explorer.ui  # noqa: F401  (routes a deep link on a fresh server through app.py)
 from explorer.i18n import t
 from gptcore.config import GPTConfig
-from gptcore.model import GPT
 
 PATH = ["averaging_to_attention", "sqrt_d_scaling", "multihead_order", "rope", "ffn_swiglu", "residual_norm",
         "assembled_gpt", "hyperparameters", "recap"]
@@ -27,4 +26,4 @@ with right:
     st.subheader(t("home.model_heading"))
     st.markdown(t("home.model", n_layer=cfg.n_layer, d_model=cfg.d_model, n_head=cfg.n_head, d_head=cfg.d_head,
                   theta=cfg.rope_theta, d_ff=cfg.d_ff, context=cfg.context, vocab=cfg.vocab_size,
-                  params=GPT(cfg).num_params()))
+                  params=cfg.n_params))

@@ -6,9 +6,9 @@ from explorer.forms import KEEP, KEEP_CHOICE, ss
 from explorer.i18n import say, t
 from explorer.ui import job_registry, show_failure
 from gptcore import checkpoint as ckpt
-from gptcore import runs
+from gptcore import folders, runs
 from gptcore.config import GPTConfig, TrainConfig, swiglu_hidden
-from gptcore.describe import count_params, describe_model, format_duration, format_step
+from gptcore.describe import describe_model, format_duration, format_step
 from gptcore.device import described
 from gptcore.errors import UserError
 from gptcore.recipes import RECIPES
@@ -98,7 +98,7 @@ def model_inputs(tokenizer) -> str | None:
     try:
         bpe = ss.get("tr_t_tokenizer") == "bpe"
         cfg = forms.model_config(forms.vocab_size(tokenizer))
-        st.markdown(t("training.params.count_bpe" if bpe else "training.params.count", n=count_params(cfg),
+        st.markdown(t("training.params.count_bpe" if bpe else "training.params.count", n=cfg.n_params,
                       vocab=cfg.vocab_size), help=say(describe_model(cfg)))
         st.caption("  \n".join(forms.params_note(cfg, bpe)))
         check_fits_in_memory(cfg, ss.tr_t_batch_size)
@@ -141,7 +141,7 @@ def new_run_tab() -> None:
     # gone once it no longer applies: an error about another corpus, a refusal by a job that has ended
     if message and context == forms.corpus_context() and not (refused and registry.active() is None):
         st.error(say(message))
-    st.caption(t("training.form.written_to", root=ckpt.CHECKPOINT_ROOT))
+    st.caption(t("training.form.written_to", root=folders.CHECKPOINT_ROOT))
 
 
 # ---------------------------------------------------------------- runs
@@ -221,7 +221,7 @@ def runs_overview() -> None:
 def runs_tab() -> None:
     listed = training.listed_runs(registry)
     if not listed:
-        st.info(t("training.runs.none_yet", root=ckpt.CHECKPOINT_ROOT))
+        st.info(t("training.runs.none_yet", root=folders.CHECKPOINT_ROOT))
         forms.checkpoint_upload()
         return
     st.fragment(runs_overview, run_every=RUNS_REFRESH_S if training_now else None)()

@@ -12,6 +12,7 @@ import pytest
 from browser_support import wait_for_app
 
 from gptcore import checkpoint as ckpt
+from gptcore import folders
 from gptcore.runs import SHIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +117,7 @@ def test_inspector_page_renders_in_chromium(server_url):
                 screenshot(page, ARTIFACTS / shot)
             # the slider's default is the final step: the grid and the score curves of "Over training" are drawn
             page.locator(".js-plotly-plot .heatmaplayer").first.wait_for(timeout=60_000)
-            final_step = ckpt.load_checkpoint(ckpt.CHECKPOINT_ROOT / SHIPPED).meta["step"]
+            final_step = ckpt.load_checkpoint(folders.CHECKPOINT_ROOT / SHIPPED).meta["step"]
             assert page.get_by_text(f"Attention at step {final_step}").count() >= 1
             assert page.locator(".js-plotly-plot").count() == 2
         finally:

@@ -21,7 +21,7 @@ def trained(tmp_path_factory):
 def test_a_command_line_run_records_its_corpus_so_the_app_can_continue_it(trained, tmp_path):
     from gptcore import runs
 
-    assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0}
+    assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0, "drills": 0.0}
     [run] = [r for r in runs.list_runs(root=trained.parent) if r.name == trained.name]
     assert run.blocker("continue") is None and run.source.reloadable
     corpus = tmp_path / "c.txt"
@@ -52,6 +52,21 @@ def test_a_resumed_run_keeps_its_model_and_needs_more_steps(trained, capsys):
     assert main([*args, "--steps", "2"]) == 2
     assert "the run is already at step 3: set steps higher" in capsys.readouterr().err
     assert ckpt.load_checkpoint(trained).meta["step"] == 3
+
+
+def test_a_run_continues_on_stories_with_copy_drills(trained, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "drilled"
+    shutil.copytree(trained, run)
+    args = ["train", "--data", "builtin", "--builtin-chars", "20000", "--builtin-seed", "1", "--out", str(run),
+            "--resume", "--steps", "5"]
+    assert main([*args, "--builtin-drills", "0.95"]) == 2
+    assert "the share of copy drills must be from 0 to 0.9, got 0.95" in capsys.readouterr().err
+    assert main([*args, "--builtin-drills", "0.3"]) == 0
+    meta = ckpt.read_meta(run)
+    assert meta["step"] == 5 and meta["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 1, "drills": 0.3}
+    assert meta["corpus"] == "built-in stories with 30% copy drills, 20,000 chars, seed 1"
 
 
 def test_eval_of_a_text_too_short_to_score_says_so(trained, tmp_path, capsys):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from gptcore import checkpoint as ckpt
+from gptcore import folders
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.copying import (
@@ -19,7 +20,7 @@ from gptcore.errors import InputError
 from gptcore.model import GPT
 from gptcore.runs import SHIPPED
 
-SHIPPED_DIR = ckpt.CHECKPOINT_ROOT / SHIPPED
+SHIPPED_DIR = folders.CHECKPOINT_ROOT / SHIPPED
 
 
 @pytest.fixture(scope="module")

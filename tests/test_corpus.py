@@ -6,11 +6,15 @@ import pytest
 
 from gptcore.corpus import (
     BUILTIN_DEFAULT_CHARS,
+    DRILL_CHARS,
+    DRILL_LENGTHS,
     SEPARATOR,
     builtin_description,
+    copy_drill,
     generate_stories,
     generate_story,
 )
+from gptcore.errors import InputError
 
 GENDERED = {"he": "he", "him": "he", "his": "he", "himself": "he",
             "she": "she", "her": "she", "hers": "she", "herself": "she"}
@@ -198,3 +202,54 @@ def test_echo_games_say_every_word_right_back(stories):
         assert not re.search(r'!" (the )?[a-z]+ said it', text)  # the echoing speaker starts a sentence: a capital
         assert len(rounds) >= 10, text
         assert max(len(word) for word in rounds) >= 6  # the words grow longer as the game goes on
+
+
+def test_drills_share_their_characters_with_the_stories(text):
+    assert set(DRILL_CHARS) == set(text) | set(SEPARATOR) and len(DRILL_CHARS) == len(set(DRILL_CHARS)) == 76
+
+
+def said_again(drill: str) -> tuple[str, str, int] | None:
+    """(line, separator, times) when the drill is one line said 2 or 3 times, else None."""
+    for sep in ("", " ", "\n"):
+        for times in (2, 3):
+            size, left = divmod(len(drill) - (times - 1) * len(sep), times)
+            if not left and sep.join([drill[:size]] * times) == drill:
+                return drill[:size], sep, times
+    return None
+
+
+def test_copy_drill_says_one_random_line_again():
+    rng = random.Random(3)
+    drills = [copy_drill(rng) for _ in range(300)]
+    found = [said_again(d) for d in drills]
+    assert all(found)
+    assert all(DRILL_LENGTHS[0] <= len(line) <= DRILL_LENGTHS[1] for line, _, _ in found)
+    assert {sep for _, sep, _ in found} == {"", " ", "\n"} and {n for _, _, n in found} == {2, 3}
+    assert set("".join(line for line, _, _ in found)) == set(DRILL_CHARS)  # any character may come up
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 0.6])
+def test_drills_take_their_share_and_leave_the_stories_as_they_were(share):
+    text = generate_stories(300_000, seed=0, drills=share)
+    mixed = text.split(SEPARATOR)[:-1]
+    plain = iter(generate_stories(300_000, seed=0).split(SEPARATOR))
+    expected, stories, drills = next(plain), [], []
+    for part in mixed:  # the stories come in their own order; whatever else stands between them is a drill
+        if part == expected:
+            stories.append(part)
+            expected = next(plain)
+        else:
+            drills.append(part)
+    assert len(stories) > 40 and all(said_again(d) for d in drills)
+    assert abs(sum(map(len, drills)) / len(text) - share) < 0.01
+
+
+def test_drills_deterministic_prefix_stable_and_checked():
+    mixed = generate_stories(50_000, seed=2, drills=0.3)
+    assert generate_stories(50_000, seed=2, drills=0.3) == mixed
+    assert generate_stories(12_345, seed=2, drills=0.3) == mixed[:12_345]
+    assert generate_stories(50_000, seed=2, drills=0.0) == generate_stories(50_000, seed=2)
+    for bad in (-0.1, 0.95, 1.0):
+        with pytest.raises(InputError, match="share of copy drills must be from 0 to 0.9"):
+            generate_stories(1_000, drills=bad)
+    assert builtin_description(9_000, 1, 0.3) == "built-in stories with 30% copy drills, 9,000 chars, seed 1"

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from gptcore import checkpoint as ckpt
-from gptcore import interp
+from gptcore import folders, interp
 from gptcore.errors import InputError
 from gptcore.inspector import DEFAULT_TEXT, sampling_distribution
 from gptcore.runs import SHIPPED
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def shipped():
-    return ckpt.load_checkpoint(ckpt.CHECKPOINT_ROOT / SHIPPED)
+    return ckpt.load_checkpoint(folders.CHECKPOINT_ROOT / SHIPPED)
 
 
 @pytest.fixture(scope="module")

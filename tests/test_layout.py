@@ -136,3 +136,20 @@ def test_each_train_page_widget_is_generated_from_its_field(train_page, cls, s):
     assert widget.label == s.label and s.help in widget.help
     if s.choices:
         assert list(widget.options) == list(s.choices.values())
+
+
+def test_the_start_page_and_the_sidebar_draw_without_torch():
+    """A cold server shows the start page before torch has loaded; torch then loads in the background."""
+    result = run_python("""
+        import sys
+        from streamlit.testing.v1 import AppTest
+        import explorer.ui
+        started = []
+        explorer.ui.load_torch_in_background = lambda: started.append(True)  # recorded, not started
+        at = AppTest.from_file("app.py", default_timeout=60).run()
+        assert not at.exception, at.exception
+        assert at.title[0].value.startswith("GPT"), at.title
+        print("torch loaded:", "torch" in sys.modules, "background load asked:", started)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "torch loaded: False background load asked: [True]" in result.stdout, result.stdout + result.stderr

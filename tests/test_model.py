@@ -15,6 +15,18 @@ def test_default_config_has_the_tutorials_parameter_count():
     assert model(vocab_size=76).num_params() == 811_136
 
 
+@pytest.mark.parametrize("variant", [
+    {}, {"vocab_size": 76}, {"norm": "layer"}, {"norm_placement": "post"}, {"norm": "layer", "norm_placement": "post"},
+    {"position": "learned", "context": 64}, {"position": "none"}, {"ffn": "relu", "d_ff": 512}, {"ffn": "gelu"},
+    {"d_model": 96, "n_head": 3, "n_layer": 7, "d_ff": 40, "vocab_size": 3},
+])
+def test_config_counts_the_parameters_the_model_has(variant):
+    cfg = GPTConfig(**variant)
+    with torch.device("meta"):
+        assert cfg.n_params == GPT(cfg).num_params()
+    assert GPTConfig().n_params == 810_624
+
+
 def test_swiglu_hidden_size_rounds_eight_thirds_up():
     assert swiglu_hidden(128) == 344
     assert swiglu_hidden(4096, multiple=256) == 11008

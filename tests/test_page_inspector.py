@@ -9,10 +9,11 @@ from streamlit.testing.v1 import AppTest
 
 from explorer import inspector_figures as figs
 from gptcore import checkpoint as ckpt
+from gptcore import folders
 from gptcore import inspector as ins
 from gptcore.runs import SHIPPED as SHIPPED_NAME
 
-SHIPPED = ckpt.CHECKPOINT_ROOT / SHIPPED_NAME
+SHIPPED = folders.CHECKPOINT_ROOT / SHIPPED_NAME
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "inspector.py"
 
 
@@ -281,7 +282,7 @@ def test_settings_survive_an_empty_text_and_a_checkpoint_with_fewer_characters(t
     small = CharTokenizer.from_text("abcdefghij Lily.")
     ckpt.save_checkpoint(tmp_path / "small", GPT(GPTConfig(vocab_size=small.vocab_size, d_model=16, n_layer=1,
                                                            n_head=2, d_ff=32, context=32)), small, {"step": 0})
-    monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     at = open_tab(run_page(), "Predictions")
     at.slider(key="inspect-topk").set_value(60).run()
     at.text_area(key="inspect-text").set_value("").run()

@@ -8,8 +8,8 @@ from page_helpers import chart, figure
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
+from gptcore import folders, interp
 from gptcore import inspector as ins
-from gptcore import interp
 from gptcore.runs import SHIPPED
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "trace.py"
@@ -17,7 +17,7 @@ PAGE = Path(__file__).resolve().parent.parent / "pages" / "trace.py"
 
 @pytest.fixture(scope="module")
 def shipped():
-    return ckpt.load_checkpoint(ckpt.CHECKPOINT_ROOT / SHIPPED)
+    return ckpt.load_checkpoint(folders.CHECKPOINT_ROOT / SHIPPED)
 
 
 @pytest.fixture(scope="module")

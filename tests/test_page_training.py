@@ -19,9 +19,8 @@ from streamlit.testing.v1 import AppTest
 from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
 from gptcore import data as data_module
-from gptcore import runs, sources
+from gptcore import folders, runs, sources
 from gptcore.config import GPTConfig, settings
-from gptcore.describe import count_params
 from gptcore.recipes import RECIPES
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
@@ -36,7 +35,7 @@ TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_c
 def root(tmp_path, monkeypatch):
     """A private checkpoints folder (also the data folder server paths may be read from) and an empty job registry
     for every test."""
-    monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     monkeypatch.setenv("GPTCORE_DATA", str(tmp_path))
     job_registry.clear()
     yield tmp_path
@@ -684,7 +683,7 @@ def test_a_chinese_text_trains_and_its_checkpoint_keeps_every_character(root):
     assert not at.error and texts(at.success)[0].startswith("Finished step 20 of 20")
     kept = ckpt.load_checkpoint(root / "novel")
     assert kept.tokenizer.vocab_size == kept.model.cfg.vocab_size == len(set(CHINESE))
-    layers = count_params(replace(kept.model.cfg, vocab_size=1)) - 32  # the tiny model without its two tables
+    layers = replace(kept.model.cfg, vocab_size=1).n_params - 32  # the tiny model without its two tables
     assert kept.model.num_params() == layers + 32 * len(set(CHINESE))  # and 2·16 per character
     sample = next(c.value for c in at.code)
     assert sum("\u4e00" <= c <= "\u9fff" for c in sample) > len(sample) / 2  # it writes ideographs

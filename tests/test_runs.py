@@ -15,7 +15,9 @@ from gptcore import checkpoint as ckpt
 from gptcore import describe, runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig
+from gptcore.corpus import generate_stories
 from gptcore.data import CorpusError
+from gptcore.errors import InputError
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
 
@@ -81,7 +83,7 @@ def test_bigram_beats_uniform_on_stories(corpus):
 
 def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
     state = torch.get_rng_state()
-    assert describe.count_params(GPTConfig(vocab_size=74)) == 810_624
+    assert GPTConfig(vocab_size=74).n_params == 810_624
     assert torch.equal(state, torch.get_rng_state())
 
 
@@ -155,6 +157,18 @@ def test_max_chars_truncates_and_says_so(tmp_path):
     assert CorpusSource("file", path=str(path), max_chars=30).load().text == "abcdefghij" * 3
     assert CorpusSource("file").reloadable and not CorpusSource("upload").reloadable
     assert CorpusSource.from_dict(None) is None
+
+
+def test_a_builtin_source_with_copy_drills_is_recorded_and_loaded_again():
+    source = CorpusSource("builtin", chars=30_000, seed=2, drills=0.3)
+    assert source.to_dict() == {"kind": "builtin", "chars": 30_000, "seed": 2, "drills": 0.3}
+    again = CorpusSource.from_dict(source.to_dict())
+    corpus = again.load()
+    assert again == source and corpus.text == generate_stories(30_000, 2, drills=0.3)
+    assert corpus.description == "built-in stories with 30% copy drills, 30,000 chars, seed 2"
+    assert CorpusSource.from_dict({"kind": "builtin", "chars": 9, "seed": 0}).drills == 0.0  # (recorded before drills)
+    with pytest.raises(InputError, match="share of copy drills"):
+        CorpusSource("builtin", drills=2.0).load()
 
 
 # ---------------------------------------------------------------- jobs and runs on disk
@@ -410,6 +424,7 @@ def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
 # ---------------------------------------------------------------- corpus sources read back, server paths
 
 @pytest.mark.parametrize("record", [{"kind": "builtin", "seed": "x"}, {"kind": "builtin", "chars": True},
+                                    {"kind": "builtin", "drills": "0.3"}, {"kind": "builtin", "drills": False},
                                     {"kind": "file", "path": ["a"]}, {"kind": "file", "path": "a", "max_chars": "5"},
                                     {"kind": "upload", "name": 3}, {"kind": "tinystories", "max_chars": 2.5}])
 def test_a_recorded_source_with_a_field_of_the_wrong_kind_is_not_understood(record):

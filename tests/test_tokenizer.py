@@ -7,7 +7,7 @@ import torch
 from safetensors import safe_open
 
 from gptcore import checkpoint as ckpt
-from gptcore import cli
+from gptcore import cli, folders
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig, TrainConfig
 from gptcore.tokenizer import (
@@ -129,7 +129,7 @@ def test_the_inspect_page_shows_a_bpe_model_token_by_token(tmp_path, monkeypatch
     tc = TrainConfig(steps=2, batch_size=4, tokenizer="bpe", bpe_vocab=300, final_eval=False)
     trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "bpe-run")
     trainer.run()
-    monkeypatch.setattr(ckpt, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     page = str(ckpt.PROJECT_ROOT / "pages" / "inspector.py")
     at = AppTest.from_file(page, default_timeout=90)
     at.session_state["inspect-text"] = "Lily met Lily."
