@@ -217,21 +217,20 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
 # --- Multi-head page --------------------------------------------------------------------------------------
 
 def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
-              hover: str = "%{y} '%{customdata[1]}' → %{x} '%{customdata[0]}': %{z:.3f}<extra></extra>") -> go.Figure:
+              hover: str = "%{y} → %{x}: %{z:.3f}<extra></extra>") -> go.Figure:
     """Attention patterns (H, T, T) of one layer, `columns` heads to a row, characters on both axes.
-    hover: the page's template, with the query's and key's characters as customdata[1] and customdata[0]."""
-    patterns = patterns.detach().numpy() if isinstance(patterns, torch.Tensor) else patterns
+
+    The axes are categories named "position 'character'", so the hover (the page's template: %{y} is the query,
+    %{x} the key) names both without a T×T array of hover texts; the ticks show the characters alone."""
+    patterns = patterns.detach().float().numpy() if isinstance(patterns, torch.Tensor) else patterns
     rows = -(-len(patterns) // columns)
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=titles, horizontal_spacing=0.08,
                         vertical_spacing=0.12 / rows)
-    ticks = list(range(len(labels)))
-    chars = np.array(labels, dtype=object)
-    # [query i][key j] = (key's character, query's character); an array, which Plotly takes without a check per cell
-    pairs = np.stack(np.broadcast_arrays(chars[None, :], chars[:, None]), -1)
+    names = [f"{i} '{c}'" for i, c in enumerate(labels)]
     for h, z in enumerate(patterns):
-        fig.add_heatmap(z=z, x=ticks, y=ticks, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
-                        customdata=pairs, hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
-    axis = dict(tickmode="array", tickvals=ticks, ticktext=labels, tickangle=0, tickfont=dict(size=9))
+        fig.add_heatmap(z=z, x=names, y=names, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
+                        hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
+    axis = dict(type="category", tickmode="array", tickvals=names, ticktext=labels, tickangle=0, tickfont=dict(size=9))
     fig.update_xaxes(**axis)
     fig.update_yaxes(autorange="reversed", **axis)
     side = max(360, 11 * len(labels) + 80)  # about 11 px per character keeps every tick label readable

@@ -164,7 +164,7 @@ def test_head_finder_scores_random_text_shown_twice_then_the_text(shipped):
     assert expected.loc[best, "induction"] >= 0.4  # the shipped model has an induction head ...
     assert metrics["Strongest induction head"] == f"{best} · {expected.loc[best, 'induction']:.2f}"
     assert metrics["loss on the second copy"] == f"{report.copy_losses[1]:.2f}"  # ... and copies with it
-    assert report.copy_losses[1] <= 0.8 * report.copy_losses[0]  # 0.76 measured (checkpoints/README.md)
+    assert report.copy_losses[1] <= 0.5 * report.copy_losses[0]  # 0.21 measured (checkpoints/README.md)
 
     at.radio(key="inspect-score-source").set_value("text").run()
     assert not at.exception

@@ -517,6 +517,16 @@ def test_a_run_trains_with_exactly_what_the_form_shows(root):
     assert ckpt.read_meta(root / "exact")["train_config"]["lr"] == 0.0123
 
 
+def test_a_run_on_stories_with_copy_drills_records_them(root):
+    at = page()
+    at.number_input(key="tr_builtin_drills").set_value(0.3)
+    at = start(at.run(), "drilled")
+    finish("drilled")
+    meta = ckpt.read_meta(root / "drilled")
+    assert meta["corpus_source"] == {"kind": "builtin", "chars": 20_000, "seed": 0, "drills": 0.3}
+    assert meta["corpus"] == "built-in stories with 30% copy drills, 20,000 chars, seed 0"
+
+
 def test_a_run_whose_loss_explodes_is_flagged_as_diverging_in_the_app(root):
     at = start(page(tr_t_lr=10.0, tr_t_eval_every=5), "wild")
     finish("wild")
