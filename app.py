@@ -20,12 +20,14 @@ PAGES = {t(f"app.sections.{section}"): [st.Page(f"pages/{stem}.py", title=t(f"ap
 
 nav = st.navigation(PAGES, expanded=True)  # every page listed: no "View more" toggle
 sidebar()
-if "torch" in sys.modules:
+if "torch" in sys.modules:  # (perhaps still loading in the background: this import then waits for it)
     from gptcore.threads import use_threads
 
     # Each rerun gets a fresh thread, which starts with the thread count set last anywhere (say a one-thread demo
     # job's): the page's own torch work (inspector, generation, demos) should use every core. Before torch has
     # loaded, nobody has set a count, and a thread starts with every core anyway.
     use_threads(0)
-nav.run()
-load_torch_in_background()
+try:
+    nav.run()
+finally:  # (also when the page stops, reruns or switches)
+    load_torch_in_background()

@@ -1,6 +1,7 @@
 """Click-to-screen latency of the Inspect and Trace pages' controls, and how long every page takes to open (Playwright).
 
-    python -m bench.browser_latency                   own server: a cold start, every page, then Inspect's controls
+    python -m bench.browser_latency                   own server: a cold start, every page, Inspect's and Trace's
+                                                      controls
     python -m bench.browser_latency --train           the Inspect clicks again while a run trains in the background
     python -m bench.browser_latency --url URL         a server that is already running (no cold start)
     python -m bench.browser_latency --skip-pages      only the Inspect and Trace controls
@@ -58,7 +59,7 @@ BARS = """() => { const c = document.querySelector('.st-key-inspect-predictions 
 STAGE_HEADING = """() => { const h = [...document.querySelectorAll("h3")]
                            .find(h => /^\\d+\\/\\d+ · /.test(h.innerText));
                          return h ? h.innerText : ''; }"""
-# the Trace page's position: the text strip's boxed character and the position slider's value both show it
+# the Trace page's position, as the position slider's value shows it ("12 'a'")
 TRACE_POSITION = """() => { const v = [...document.querySelectorAll('[data-testid="stSliderThumbValue"]')]
                                .map(e => e.innerText).find(t => /^\\d+ '/.test(t));
                            return v || ''; }"""
@@ -312,9 +313,10 @@ def trace_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
     results = {name: Samples() for name in TRACE_CONTROLS}
     page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the text strip and the pass diagram
     page.wait_for_function(STAGE_HEADING, polling="raf", timeout=120_000)
+    stages = int(page.evaluate(STAGE_HEADING).split("/")[1].split(" ")[0])
     for name, label in (("next stage (button)", "Next ▶"), ("previous stage (button)", "◀ Previous")):
         button = page.get_by_role("button", name=label)
-        for _ in range(clicks):
+        for _ in range(min(clicks, stages - 1)):  # (Next stops at the last stage, Previous at the first)
             timed(page, frames, button.click, STAGE_HEADING, results[name])
     for name, key in (("stage (slider, keyboard)", "trace-stage"), ("position (slider, keyboard)", "trace-position")):
         slider = page.locator(f".st-key-{key} [role=slider]")
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.browser_latency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="a server that is already running (skips the cold start)")
-    parser.add_argument("--clicks", type=int, default=20, help="samples per Inspect control")
+    parser.add_argument("--clicks", type=int, default=20, help="samples per Inspect or Trace control")
     parser.add_argument("--page-rounds", type=int, default=3, help="times every page is opened (after a warm-up)")
     parser.add_argument("--skip-pages", action="store_true", help="no cold start, no page openings")
     parser.add_argument("--skip-trace", action="store_true", help="leave out the Trace page's controls")

@@ -18,6 +18,7 @@ import torch
 
 from explorer import inspector_figures as figs
 from gptcore import checkpoint as ckpt
+from gptcore import folders
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
@@ -74,13 +75,13 @@ def time_window(label: str, model, tokenizer) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    folders = sys.argv[1:] if argv is None else argv
+    paths = sys.argv[1:] if argv is None else argv
     print(f"torch threads: {torch.get_num_threads()}")
     worst = 0.0
-    for folder in folders or [str(folders.CHECKPOINT_ROOT / SHIPPED)]:
+    for folder in paths or [str(folders.CHECKPOINT_ROOT / SHIPPED)]:
         loaded = ckpt.load_checkpoint(folder)
         worst = max(worst, time_window(Path(folder).name, loaded.model, loaded.tokenizer))
-    if not folders:
+    if not paths:
         tokenizer = tutorial_sized_tokenizer()
         model, _ = build_model(GPTConfig(vocab_size=tokenizer.vocab_size), seed=0)
         worst = max(worst, time_window("tutorial-size model", model.eval(), tokenizer))

@@ -226,8 +226,8 @@ def field_inputs(cls, columns) -> dict[str, Message]:
 def current_source() -> CorpusSource:
     kind, max_chars = ss.tr_source, ss.tr_max_chars or None
     upload = ss.get("tr_upload")
-    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed, drills=ss.tr_builtin_drills,
-                        path=ss.tr_path.strip(),
+    return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed,
+                        drills=ss.tr_builtin_drills if kind == "builtin" else 0.0, path=ss.tr_path.strip(),
                         name=upload.name if upload else "", max_chars=None if kind == "builtin" else max_chars)
 
 
@@ -298,7 +298,8 @@ def corpus_inputs():
         a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
                        key="tr_builtin_chars", **KEEP)
         b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
-        c.number_input(t("training.corpus.drills"), min_value=0.0, max_value=MAX_DRILLS, value=0.0, step=0.1,
+        c.number_input(t("training.corpus.drills"), min_value=0.0, max_value=MAX_DRILLS,
+                       value=CORPUS_DEFAULTS["tr_builtin_drills"], step=0.1,
                        format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
     elif kind == "upload":
         st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
@@ -315,7 +316,7 @@ def corpus_inputs():
         return None
     try:
         corpus, tokenizer = corpus_for(current_source())
-    except CorpusError as e:
+    except UserError as e:  # (a CorpusError, or a setting of the built-in stories out of range)
         st.error(say(e))
         return None
     st.caption(t("training.corpus.summary", chars=len(corpus.text), distinct=tokenizer.vocab_size))

@@ -93,11 +93,13 @@ class Job:
     """A function run in its own thread: fn(job) reads job.control and writes through job.update()."""
 
     def __init__(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0):
-        from gptcore.train import TrainControl  # (torch: loaded with the first job, not with the sidebar)
+        # (torch: loaded with the first job, not with the sidebar)
+        from gptcore.threads import use_threads
+        from gptcore.train import TrainControl
 
         self.state = JobState(name, kind)
         self.control = TrainControl()
-        self._fn, self._threads = fn, threads
+        self._fn, self._use_threads = fn, lambda: use_threads(threads)
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{name}", daemon=True)
 
@@ -106,11 +108,9 @@ class Job:
         return self
 
     def _main(self):
-        from gptcore.threads import use_threads
-
         yield_to_the_ui()
         # Thread counts are per thread in torch: this must run here, not in the thread that started the job.
-        use_threads(self._threads)
+        self._use_threads()
         self._move("starting", status="running")  # a pause or stop clicked before this line wins
         try:
             final = self._fn(self) or ("stopped" if self.control.stop.is_set() else "finished")

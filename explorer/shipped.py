@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from gptcore import checkpoint as ckpt
-from gptcore.runs import SHIPPED
+from gptcore.folders import SHIPPED
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)

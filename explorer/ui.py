@@ -94,10 +94,13 @@ def sidebar() -> None:
         st.fragment(job_status, run_every=2 if registry.active() else None)()
 
 
+_TORCH_LOADER = threading.Lock()  # held for good by the one thread that loads torch
+
+
 def load_torch_in_background() -> None:
     """The start page and the sidebar need no torch: load it (a second or two) while the reader reads the first
-    page, not when they first click."""
-    if "torch" not in sys.modules:
+    page, not when they first click. A page that imports torch meanwhile waits for this import to finish."""
+    if "torch" not in sys.modules and _TORCH_LOADER.acquire(blocking=False):
         threading.Thread(target=importlib.import_module, args=("torch",), name="load-torch", daemon=True).start()
 
 

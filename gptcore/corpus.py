@@ -945,7 +945,7 @@ def copy_drill(rng: random.Random) -> str:
 
     Nothing but the line's first saying predicts its later ones, character by character."""
     line = "".join(rng.choices(DRILL_CHARS, k=rng.randint(*DRILL_LENGTHS)))
-    return rng.choice(("", " ", "\n")).join([line] * rng.choice((2, 2, 3)))
+    return rng.choice(("", " ", "\n")).join([line] * rng.choice((2, 2, 3)))  # twice in 2 drills of 3
 
 
 def check_drills(drills: float) -> None:

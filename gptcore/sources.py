@@ -67,7 +67,8 @@ class CorpusSource:
                  if data.get(key) is not None}
         whole = all(isinstance(found[key], int) and not isinstance(found[key], bool)
                     for key in ("chars", "seed", "max_chars") if key in found)
-        share = not isinstance(found.get("drills", 0.0), bool) and isinstance(found.get("drills", 0.0), (int, float))
+        drills = found.get("drills", 0.0)
+        share = isinstance(drills, (int, float)) and not isinstance(drills, bool)
         if not (whole and share) or not all(isinstance(found[key], str) for key in ("path", "name") if key in found):
             return None
         return cls(data["kind"], **found)

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from gptcore.config import ConfigError, GPTConfig, swiglu_hidden
+from gptcore.demos.anatomy import ModelShape, total_parameters
 from gptcore.model import GPT, LayerCache, apply_rope, rope_tables
 
 
@@ -11,7 +12,7 @@ def model(seed=0, **cfg):
 
 
 def test_default_config_has_the_tutorials_parameter_count():
-    assert model().num_params() == 810_624
+    assert model().num_params() == GPTConfig().n_params == 810_624
     assert model(vocab_size=76).num_params() == 811_136
 
 
@@ -24,7 +25,7 @@ def test_config_counts_the_parameters_the_model_has(variant):
     cfg = GPTConfig(**variant)
     with torch.device("meta"):
         assert cfg.n_params == GPT(cfg).num_params()
-    assert GPTConfig().n_params == 810_624
+    assert cfg.n_params == total_parameters(ModelShape.from_config(cfg))  # the Assembled GPT page's derivation
 
 
 def test_swiglu_hidden_size_rounds_eight_thirds_up():

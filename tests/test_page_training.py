@@ -291,7 +291,7 @@ def test_rename_and_delete_from_the_page(root):
 def test_a_new_run_is_compared_and_managed_and_the_shipped_one_cannot_be_renamed(root):
     import shutil
 
-    shutil.copytree(ckpt.PROJECT_ROOT / "checkpoints" / runs.SHIPPED, root / runs.SHIPPED)
+    shutil.copytree(folders.PROJECT_ROOT / "checkpoints" / runs.SHIPPED, root / runs.SHIPPED)
     at = page()
     assert at.selectbox(key="tr_manage").value == runs.SHIPPED
     assert at.button(key="tr_rename").disabled and at.checkbox(key="tr_delete_sure").disabled

@@ -12,7 +12,7 @@ import torch
 from explorer import training
 from explorer.jobs import JOB_NICENESS, JobRefused, JobRegistry
 from gptcore import checkpoint as ckpt
-from gptcore import describe, runs
+from gptcore import describe, folders, runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig
 from gptcore.corpus import generate_stories
@@ -80,11 +80,6 @@ def test_bigram_beats_uniform_on_stories(corpus):
 
 
 # ---------------------------------------------------------------- summaries
-
-def test_count_params_gives_the_tutorial_number_without_touching_the_rng():
-    state = torch.get_rng_state()
-    assert GPTConfig(vocab_size=74).n_params == 810_624
-    assert torch.equal(state, torch.get_rng_state())
 
 
 def test_describe_and_format_helpers():
@@ -303,7 +298,7 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
 
 
 def test_the_shipped_model_is_protected():
-    from gptcore.checkpoint import PROJECT_ROOT
+    from gptcore.folders import PROJECT_ROOT
 
     shipped = PROJECT_ROOT / "checkpoints" / runs.SHIPPED
     with pytest.raises(ckpt.CheckpointError, match="ships with the app"):
@@ -314,7 +309,7 @@ def test_the_shipped_model_is_protected():
 
 
 def test_the_shipped_model_says_why_it_cannot_continue():
-    [shipped] = [r for r in runs.list_runs(root=ckpt.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
+    [shipped] = [r for r in runs.list_runs(root=folders.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
     assert shipped.blocker("continue") is not None
     assert shipped.blocker("continue").startswith("starter ships with the app and stays as it is")
 
@@ -446,14 +441,14 @@ def test_the_app_reads_a_server_file_only_inside_its_folders_and_never_a_hidden_
     (data / ".cache").mkdir(parents=True)
     (data / ".cache" / "notes.txt").write_text("x")
     (data / "stories.txt").write_text("y")
-    (data / "link.txt").symlink_to(ckpt.PROJECT_ROOT / ".git" / "config")
+    (data / "link.txt").symlink_to(folders.PROJECT_ROOT / ".git" / "config")
     monkeypatch.setenv("GPTCORE_DATA", str(data))
-    for hidden in (ckpt.PROJECT_ROOT / ".git" / "config", data / ".cache" / "notes.txt", data / "link.txt"):
+    for hidden in (folders.PROJECT_ROOT / ".git" / "config", data / ".cache" / "notes.txt", data / "link.txt"):
         with pytest.raises(CorpusError, match="is hidden, or inside a hidden folder .* this app never reads those"):
             allowed_path(str(hidden))
     assert allowed_path(str(data / "stories.txt")) == data / "stories.txt"
     monkeypatch.chdir(tmp_path)  # a relative path is the project's, whatever folder the server started in
-    assert allowed_path("README.md") == ckpt.PROJECT_ROOT / "README.md"
+    assert allowed_path("README.md") == folders.PROJECT_ROOT / "README.md"
 
 
 # ---------------------------------------------------------------- what the runs table says
@@ -470,12 +465,12 @@ def test_a_run_trained_elsewhere_names_its_process_even_once_its_lock_is_gone(tm
 
 
 def test_a_suggested_name_is_always_a_usable_one(tmp_path):
-    base = "a" * ckpt.MAX_NAME
+    base = "a" * folders.MAX_NAME
     first = runs.suggest_name(base, tmp_path)
-    assert first == "a" * (ckpt.MAX_NAME - 2) + "-1" and ckpt.safe_name(first) == first
+    assert first == "a" * (folders.MAX_NAME - 2) + "-1" and ckpt.safe_name(first) == first
     (tmp_path / first).mkdir()
-    assert runs.suggest_name(base, tmp_path, taken={"a" * (ckpt.MAX_NAME - 2) + "-2"}) == \
-        "a" * (ckpt.MAX_NAME - 2) + "-3"
+    assert runs.suggest_name(base, tmp_path, taken={"a" * (folders.MAX_NAME - 2) + "-2"}) == \
+        "a" * (folders.MAX_NAME - 2) + "-3"
 
 
 def test_the_model_summary_comes_from_the_weights_header_and_a_bug_in_it_is_not_hidden(corpus, tmp_path,
