@@ -173,7 +173,8 @@ def test_a_run_writes_a_checkpoint_that_reloads(corpus, tmp_path):
     assert state.status == "finished" and state.progress == 1.0
     loaded = ckpt.load_checkpoint(tmp_path / "a")
     assert loaded.meta["step"] == 20 and loaded.meta["status"] == "finished"
-    assert loaded.meta["corpus_source"] == SOURCE.to_dict() == {"kind": "builtin", "chars": 20_000, "seed": 0}
+    assert loaded.meta["corpus_source"] == SOURCE.to_dict() == {"kind": "builtin", "chars": 20_000, "seed": 0,
+                                                                "drills": 0.0}
     assert [s["step"] for s in state.data["samples"]] == [0, 10, 20]
     assert state.data["final_val"] == pytest.approx(loaded.meta["final_val_loss"])
 
