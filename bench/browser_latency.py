@@ -59,10 +59,12 @@ BARS = """() => { const c = document.querySelector('.st-key-inspect-predictions 
 STAGE_HEADING = """() => { const h = [...document.querySelectorAll("h3")]
                            .find(h => /^\\d+\\/\\d+ · /.test(h.innerText));
                          return h ? h.innerText : ''; }"""
-# the Trace page's position, as the position slider's value shows it ("12 'a'")
-TRACE_POSITION = """() => { const v = [...document.querySelectorAll('[data-testid="stSliderThumbValue"]')]
-                               .map(e => e.innerText).find(t => /^\\d+ '/.test(t));
-                           return v || ''; }"""
+# the Trace page's position, as the text strip boxes it (drawn by the server, not by the slider's own thumb), once
+# the whole page's rerun has redrawn every element (none stale)
+TRACE_POSITION = """() => { if (document.querySelector('[data-stale="true"]')) return '';
+                           const cells = [...document.querySelectorAll('.st-key-trace-strip path.point')];
+                           const i = cells.findIndex(c => c.style.strokeWidth === '3px');
+                           return i < 0 ? '' : String(i); }"""
 HEADING = "() => { const h = document.querySelector('[data-testid=\"stMain\"] h1'); return h ? h.innerText : ''; }"
 
 
@@ -320,7 +322,7 @@ def trace_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
         for _ in range(min(clicks, stages - 1)):  # (Next stops at the last stage, Previous at the first)
             timed(page, frames, button.click, STAGE_HEADING, results[name])
     for name, key in (("stage (slider, keyboard)", "trace-stage"), ("position (slider, keyboard)", "trace-position")):
-        slider = page.locator(f".st-key-{key} [role=slider]")
+        slider = page.locator(f".st-key-{key} input[type=range]")
         signature = STAGE_HEADING if key == "trace-stage" else TRACE_POSITION
         for i in range(clicks):
             slider.focus()
