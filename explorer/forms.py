@@ -294,13 +294,12 @@ def corpus_inputs():
     st.radio(t("training.corpus.source"), KINDS, format_func=names.get, key="tr_source", **KEEP_CHOICE)
     kind = ss.tr_source
     if kind == "builtin":
-        a, b, c = st.columns([3, 2, 2])
+        a, b = st.columns([3, 2])
         a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
                        key="tr_builtin_chars", **KEEP)
         b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
-        c.number_input(t("training.corpus.drills"), min_value=0.0, max_value=MAX_DRILLS,
-                       value=CORPUS_DEFAULTS["tr_builtin_drills"], step=0.1,
-                       format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
+        st.slider(t("training.corpus.drills"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_drills"], step=0.05,
+                  format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
     elif kind == "upload":
         st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":

@@ -16,9 +16,21 @@ SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]
 CONSENSUS = {"d_ff": "d_ff / d_model", "heads": "n_head × d_head", "aspect": "d_model / n_layer", "vocab": None,
              "regularization": None}  # row → its name when that is an identifier, else from the catalog
-Z_TEXT = "Once upon a time, there was a little girl named Lily"
+Z_TEXT = "Once upon a time, there was a little girl"  # a confident prediction ("l"), yet log Z ≈ 13
+
+SHIFTS = [s / 2 for s in range(-60, 21)]  # the z-loss sweep's common shifts of the logits, -30 to 10
 
 stability_curves = st.cache_data(hp.stability_curves, show_spinner=False)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def z_loss_inputs(checkpoint: str, step: int, text: str) -> tuple:
+    """(target, logits, sweep) for text's last character on the shipped model (named by folder and step, so a
+    retrained one is not served from the cache): its forward pass and sweep are redone only for a new text."""
+    shipped = shipped_checkpoint()
+    prefix, target = hp.split_target(shipped.tokenizer, text)
+    logits = hp.next_char_logits(shipped.model, shipped.tokenizer, prefix)
+    return target, logits, hp.z_loss_sweep(logits, target, SHIFTS)
 
 
 def choice_name(value: str) -> str:
@@ -129,11 +141,10 @@ except CheckpointError as e:
 if shipped is None:
     st.info(t("hyperparameters.z.missing"))
 else:
-    model, tokenizer = shipped.model, shipped.tokenizer
+    tokenizer = shipped.tokenizer
     text = st.text_input(t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
     try:
-        prefix, target = hp.split_target(tokenizer, text)
-        logits = hp.next_char_logits(model, tokenizer, prefix)
+        target, logits, sweep = z_loss_inputs(str(shipped.path), shipped.meta.get("step", 0), text)
     except UserError as e:
         st.error(t("hyperparameters.z.bad_text", error=e.message))
     else:
@@ -146,7 +157,6 @@ else:
         m2.metric(t("hyperparameters.z.cross_entropy"), f"{terms['cross-entropy']:.4f}")
         m3.metric(f"p('{token_labels(text[-1])[0]}')", f"{terms['p(target)']:.3f}")
         m4.metric("z-loss", f"{terms['z-loss']:.2e}")
-        sweep = hp.z_loss_sweep(logits, target, [s / 2 for s in range(-60, 21)])
         st.plotly_chart(z_loss_figure(sweep, terms, shift, token_labels(tokenizer.chars)), key="hp-z-fig")
         direction = "lowers" if terms["log Z"] > 0 else "raises" if terms["log Z"] < 0 else "leaves"
         st.markdown(t("hyperparameters.z.reading", name=shipped.path.name, step=shipped.meta.get("step", 0),

@@ -523,7 +523,7 @@ def test_a_run_trains_with_exactly_what_the_form_shows(root):
 
 def test_a_run_on_stories_with_copy_drills_records_them(root):
     at = page()
-    at.number_input(key="tr_builtin_drills").set_value(0.3)
+    at.slider(key="tr_builtin_drills").set_value(0.3)
     at = start(at.run(), "drilled")
     finish("drilled")
     meta = ckpt.read_meta(root / "drilled")
