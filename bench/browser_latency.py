@@ -9,10 +9,11 @@
 Latency is measured in the browser: a capture-phase listener notes performance.now() when the pointer or key
 goes down, and a check that runs on every animation frame notes when the change is on screen (the enlarged
 head's title names the new head, the query caption names the new position, the bars of the distribution
-change). Payload is the bytes of the websocket frames the server sends for that rerun (until its
-script_finished message); "fragment" counts the reruns that ran only a fragment of the page, read from the
-frames themselves (ForwardMsg metadata). Pages are opened from the sidebar, as a reader does; "first screenful"
-is the new page's title on screen with the script run finished and every chart in the viewport drawn.
+change, Trace's stage heading names the new stage, its text strip boxes the new position). Payload is the bytes
+of the websocket frames the server sends for that rerun (until its script_finished message); "fragment" counts
+the reruns that ran only a fragment of the page, read from the frames themselves (ForwardMsg metadata). Pages
+are opened from the sidebar, as a reader does; "first screenful" is the new page's title on screen with the
+script run finished and every chart in the viewport drawn.
 Prints median / p95 / max per control and per page. Chromium at 1440 × 900 (/usr/bin/chromium).
 """
 from __future__ import annotations
