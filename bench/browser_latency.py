@@ -29,6 +29,9 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from explorer.i18n import catalog
+from explorer.navigation import DEFAULT_PAGE
+
 from .common import ROOT, load_summary
 
 CHROMIUM = "/usr/bin/chromium"
@@ -215,7 +218,8 @@ def page_opens(page, frames: Frames, rounds: int) -> dict[str, Samples]:
     # app.py's navigation (a fresh server's first answer can list the pages/ files by name before it)
     nav.get_by_role("link", name="Inspect", exact=True).wait_for(timeout=120_000)
     titles = [t.split("\n")[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # (after the icon)
-    titles = titles[1:] + titles[:1]  # the start page is open already: a click on it would change nothing
+    start = catalog("en")[f"app.pages.{DEFAULT_PAGE}"]  # open already: a click on it changes nothing, so last
+    titles = [title for title in titles if title != start] + [start]
     results = {title: Samples() for title in titles}
     for r in range(rounds + 1):
         for title in titles:

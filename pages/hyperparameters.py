@@ -24,12 +24,11 @@ stability_curves = st.cache_data(hp.stability_curves, show_spinner=False)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def z_loss_inputs(checkpoint: str, step: int, text: str) -> tuple:
-    """(target, logits, sweep) for text's last character on the shipped model (named by folder and step, so a
-    retrained one is not served from the cache): its forward pass and sweep are redone only for a new text."""
-    shipped = shipped_checkpoint()
-    prefix, target = hp.split_target(shipped.tokenizer, text)
-    logits = hp.next_char_logits(shipped.model, shipped.tokenizer, prefix)
+def z_loss_inputs(weights: str, mtime: float, text: str, _model, _tokenizer) -> tuple:
+    """(target, logits, sweep) for text's last character: one forward pass and sweep per text and weights file
+    (its mtime in the key, so a retrained model is never answered from the cache)."""
+    prefix, target = hp.split_target(_tokenizer, text)
+    logits = hp.next_char_logits(_model, _tokenizer, prefix)
     return target, logits, hp.z_loss_sweep(logits, target, SHIFTS)
 
 
@@ -144,7 +143,8 @@ else:
     tokenizer = shipped.tokenizer
     text = st.text_input(t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
     try:
-        target, logits, sweep = z_loss_inputs(str(shipped.path), shipped.meta.get("step", 0), text)
+        weights = shipped.path / "model.safetensors"
+        target, logits, sweep = z_loss_inputs(str(weights), weights.stat().st_mtime, text, shipped.model, tokenizer)
     except UserError as e:
         st.error(t("hyperparameters.z.bad_text", error=e.message))
     else:

@@ -100,6 +100,23 @@ def test_nan_weights_stop_the_run_before_a_snapshot_is_taken_of_them(tmp_path):
     assert ckpt.load_checkpoint(tmp_path / "nan").meta["step"] == 2
 
 
+def test_finite_weights_too_large_to_compute_with_stop_the_run(tmp_path):
+    """Weights can all be finite and still overflow the forward pass: the check before a save runs one."""
+    tc = TrainConfig(steps=50, batch_size=4, checkpoint_every=1, final_eval=False, eval_every=1000)
+    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "big")
+
+    def inflate(tr):  # step 3 leaves every weight 1e12 times larger: the norms still compute (1e30 would overflow
+        # their squares and zero every activation), the attention scores (~1e48) do not
+        if tr.step + 1 == 3:
+            with torch.no_grad():
+                for p in tr.model.parameters():
+                    p.mul_(1e12)
+    with pytest.raises(Diverged, match="the outputs became NaN or infinite by step 3"):
+        trainer.run(after_backward=inflate)
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert ckpt.load_checkpoint(tmp_path / "big").meta["step"] == 2
+
+
 def test_a_run_that_diverges_before_its_first_checkpoint_leaves_nothing(tmp_path):
     tc = TrainConfig(steps=200, batch_size=4, lr=1e4, sample_every=1, snapshot_every=1, final_eval=False,
                      eval_every=1000)
