@@ -12,10 +12,14 @@ def _load(folder: str, mtime: float) -> ckpt.Checkpoint:
     return ckpt.load_checkpoint(folder)
 
 
-def shipped_checkpoint() -> ckpt.Checkpoint | None:
-    """The shipped checkpoint, or None when its folder is missing (a CheckpointError when it is unreadable)."""
+def shipped_version() -> tuple[str, float] | None:
+    """(folder, its weights' mtime): a cache key that changes when the shipped weights do; None when missing."""
     folder = ckpt.checkpoint_dir(SHIPPED)
     weights = folder / "model.safetensors"
-    if not weights.is_file():
-        return None
-    return _load(str(folder), weights.stat().st_mtime)
+    return (str(folder), weights.stat().st_mtime) if weights.is_file() else None
+
+
+def shipped_checkpoint() -> ckpt.Checkpoint | None:
+    """The shipped checkpoint, or None when its folder is missing (a CheckpointError when it is unreadable)."""
+    version = shipped_version()
+    return None if version is None else _load(*version)

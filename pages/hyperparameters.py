@@ -3,7 +3,7 @@ import streamlit as st
 
 from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
 from explorer.i18n import say, t
-from explorer.shipped import shipped_checkpoint
+from explorer.shipped import shipped_checkpoint, shipped_version
 from explorer.tables import column_name, shown_table
 from explorer.ui import quiz, show_source
 from gptcore.checkpoint import CheckpointError
@@ -24,9 +24,9 @@ stability_curves = st.cache_data(hp.stability_curves, show_spinner=False)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def z_loss_inputs(weights: str, mtime: float, text: str, _model, _tokenizer) -> tuple:
-    """(target, logits, sweep) for text's last character: one forward pass and sweep per text and weights file
-    (its mtime in the key, so a retrained model is never answered from the cache)."""
+def z_loss_inputs(version: tuple[str, float], text: str, _model, _tokenizer) -> tuple:
+    """(target, logits, sweep) for text's last character: one forward pass and sweep per text and version of the
+    shipped weights (explorer.shipped.shipped_version), so a retrained model is never answered from the cache."""
     prefix, target = hp.split_target(_tokenizer, text)
     logits = hp.next_char_logits(_model, _tokenizer, prefix)
     return target, logits, hp.z_loss_sweep(logits, target, SHIFTS)
@@ -143,8 +143,7 @@ else:
     tokenizer = shipped.tokenizer
     text = st.text_input(t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
     try:
-        weights = shipped.path / "model.safetensors"
-        target, logits, sweep = z_loss_inputs(str(weights), weights.stat().st_mtime, text, shipped.model, tokenizer)
+        target, logits, sweep = z_loss_inputs(shipped_version(), text, shipped.model, tokenizer)
     except UserError as e:
         st.error(t("hyperparameters.z.bad_text", error=e.message))
     else:
