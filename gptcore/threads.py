@@ -22,12 +22,15 @@ def use_threads(n: int) -> None:
     core asks for CORES explicitly: reading torch.get_num_threads() in a new thread would inherit whatever the last
     caller chose (a one-thread demo, a shard worker).
     """
+    # torch sets a thread's count lazily, on its first get_num_threads or parallel op, to the count set last
+    # anywhere; left for later, that would undo this call (a shard worker would run on every core).
+    torch.get_num_threads()
     torch.set_num_threads(n or CORES)
 
 
 def single_core_pool(workers: int, name: str) -> ThreadPoolExecutor:
     """A thread pool whose `workers` threads are all started and each run torch ops on a single thread."""
-    pool = ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=torch.set_num_threads, initargs=(1,))
+    pool = ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=use_threads, initargs=(1,))
     all_started = threading.Barrier(workers)  # blocks each worker until every one exists
     for started in [pool.submit(all_started.wait) for _ in range(workers)]:
         started.result()

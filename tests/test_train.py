@@ -12,7 +12,7 @@ from gptcore import checkpoint as ckpt
 from gptcore import train
 from gptcore.config import ConfigError, GPTConfig
 from gptcore.data import CorpusError
-from gptcore.threads import CORES, ShardedGrads
+from gptcore.threads import CORES, ShardedGrads, single_core_pool
 from gptcore.train import Diverged, TrainConfig, TrainConfigError, TrainControl, Trainer, build_model, evaluate, lr_at
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)
@@ -268,6 +268,20 @@ def test_every_run_shards_over_every_core_and_two_runs_agree_bit_for_bit(monkeyp
     assert _in_new_thread(torch.get_num_threads) == CORES
     assert runs[0].history["train_loss"] == runs[1].history["train_loss"]
     assert all(torch.equal(a, b) for a, b in zip(runs[0].model.parameters(), runs[1].model.parameters()))
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: every thread runs on one thread anyway")
+def test_shard_workers_compute_on_one_thread_each():
+    """torch gives a thread its count on first use, from the count set last anywhere: the pool's creator setting
+    its own count back must not put the workers on every core (two shards would then fight over each core)."""
+    pool = single_core_pool(2, "test-shard")
+    try:
+        counts = [pool.submit(lambda: (torch.ones(512, 512) @ torch.ones(512, 512), torch.get_num_threads())[1])
+                  for _ in range(6)]
+        assert [c.result() for c in counts] == [1] * 6
+    finally:
+        pool.shutdown()
+    assert torch.get_num_threads() == CORES
 
 
 def test_a_run_folder_is_trained_by_one_process_at_a_time(tmp_path):
