@@ -9,7 +9,8 @@ variant sets one), on the same text file, batch 32 × context 128. A run of N st
 the per-step time is (time of N2 steps − time of N1 steps) / (N2 − N1), so interpreter start-up, imports,
 reading the corpus, the first evaluation, the final save and everything else done once cancels out. Runs are
 interleaved A B A B within a round (order rotating between rounds); each round gives one per-step estimate per
-candidate, and the report is the median over rounds with the ratio of medians.
+candidate, and the report is the median over rounds with the ratio of medians, then each round's own ratio
+(its runs ran back to back, under about the same load) and their median.
 
 The tutorial's script is written out to a temporary folder: the model classes are the literal code of
 gptcore/reference.py (inspect.getsource), the loop is the tutorial's (seed 0, the first 1M characters, a 90/10
@@ -164,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, s in per_step.items():
         print(f"  {name:<36} {s * 1e3:7.1f} ms/step  {base / s:5.2f}x the tutorial script  "
               f"(rounds: {', '.join(f'{x * 1e3:.0f}' for x in estimates[name])})")
+    # each round ran every candidate back to back: its ratio compares runs under about the same load
+    for name in list(per_step)[1:]:
+        ratios = [b / x for b, x in zip(estimates["tutorial script"], estimates[name])]
+        print(f"  {name}: the script's time / its time, round by round: {', '.join(f'{r:.2f}' for r in ratios)} "
+              f"(median {statistics.median(ratios):.2f}x)")
     print(load_summary())
     return 0
 
