@@ -226,24 +226,48 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
 
 def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
               hover: str = "%{y} → %{x}: %{z:.3f}<extra></extra>") -> go.Figure:
-    """Attention patterns (H, T, T) of one layer, `columns` heads to a row, characters on both axes.
+    """Attention patterns (H, T, T) of one layer as one mosaic, `columns` heads to a row, characters on both axes.
 
-    The axes are categories named "position 'character'", so the hover (the page's template: %{y} is the query,
-    %{x} the key) names both without a T×T array of hover texts; the ticks show the characters alone."""
-    patterns = patterns.detach().float().numpy() if isinstance(patterns, torch.Tensor) else patterns
-    rows = -(-len(patterns) // columns)
-    fig = make_subplots(rows=rows, cols=columns, subplot_titles=titles, horizontal_spacing=0.08,
-                        vertical_spacing=0.12 / rows)
-    names = [f"{i} '{c}'" for i, c in enumerate(labels)]
-    for h, z in enumerate(patterns):
-        fig.add_heatmap(z=z, x=names, y=names, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
-                        hovertemplate=hover, row=h // columns + 1, col=h % columns + 1)
-    axis = dict(type="category", tickmode="array", tickvals=names, ticktext=labels, tickangle=0, tickfont=dict(size=9))
-    fig.update_xaxes(**axis)
-    fig.update_yaxes(autorange="reversed", **axis)
-    side = max(360, 11 * len(labels) + 80)  # about 11 px per character keeps every tick label readable
+    One heatmap on one pair of axes, the heads' blocks apart by a blank gap: the browser lays out and measures the
+    tick labels of every axis, and one subplot per head made this grid the slowest figure of its page to draw.
+    Each axis is categorical: position i of block b is named "i 'c'" plus b zero-width spaces (invisible, but a
+    name of its own), so the hover, the page's template (%{y} the query, %{x} the key), names both characters."""
+    patterns = patterns.detach().float().numpy() if isinstance(patterns, torch.Tensor) else np.asarray(patterns)
+    heads, T = len(patterns), len(labels)
+    rows = -(-heads // columns)
+    gap = max(2, T // 12)
+    z = np.full((rows * (T + gap) - gap, columns * (T + gap) - gap), np.nan)
+    for h, pattern in enumerate(patterns):
+        top, left = h // columns * (T + gap), h % columns * (T + gap)
+        z[top:top + T, left:left + T] = pattern
+    fig = go.Figure(go.Heatmap(z=z, x=mosaic_names(labels, columns, gap), y=mosaic_names(labels, rows, gap), zmin=0,
+                               zmax=1, colorscale="Blues", hoverongaps=False, hovertemplate=hover))
+    for h, title in enumerate(titles):  # each head's title over its block (positions on a category axis: indices)
+        fig.add_annotation(x=h % columns * (T + gap) + (T - 1) / 2, y=h // columns * (T + gap) - 0.5, text=title,
+                           showarrow=False, yanchor="bottom", yshift=4)
+    axis = dict(type="category", tickmode="array", tickangle=0, tickfont=dict(size=9), showgrid=False)  # (none in gaps)
+    fig.update_xaxes(tickvals=tick_names(labels, columns), ticktext=labels * columns, **axis)
+    fig.update_yaxes(tickvals=tick_names(labels, rows), ticktext=labels * rows, autorange="reversed", **axis)
+    side = max(360, 11 * T + 80)  # about 11 px per character keeps every tick label readable
     fig.update_layout(height=rows * side, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10))
     return fig
+
+
+def tick_names(labels: list[str], blocks: int) -> list[str]:
+    """The category names of every block's positions, block after block."""
+    return [f"{i} '{c}'" + "\u200b" * b for b in range(blocks) for i, c in enumerate(labels)]
+
+
+def mosaic_names(labels: list[str], blocks: int, gap: int) -> list[str]:
+    """One axis of the mosaic: each block's position names, and between blocks `gap` blank names of their own."""
+    names = tick_names(labels, blocks)
+    T = len(labels)
+    out: list[str] = []
+    for b in range(blocks):
+        if b:
+            out += ["\u2060" * (b * gap + g + 1) for g in range(gap)]  # word joiners: invisible, and unique
+        out += names[b * T:(b + 1) * T]
+    return out
 
 
 # --- RoPE page --------------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 """Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
+import numpy as np
 import pytest
-from page_helpers import chart, frame, run_page
+from page_helpers import chart, figure, frame, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+from explorer.shipped import shipped_checkpoint
+from gptcore import inspector as ins
 
 
 @pytest.fixture
@@ -58,3 +62,24 @@ def test_bad_permutations_get_a_clear_message(at, text, message):
     assert not at.exception
     assert message in at.error[0].value
     assert not any("allclose" in d.value.columns for d in at.dataframe)
+
+
+def test_trained_heads_are_one_mosaic_heatmap_with_a_title_over_each_head(at):
+    fig = figure(at, "mh-trained")
+    (trace,) = fig["data"]  # one heatmap on one pair of axes, not a subplot per head
+    text = at.text_input(key="mh-trained-text").value
+    shipped = shipped_checkpoint()
+    layer = at.segmented_control(key="mh-layer").value
+    patterns = ins.inspect_text(shipped.model, shipped.tokenizer, text).patterns[layer].float().numpy()
+    T, z = len(text), np.array(trace["z"], dtype=float)  # (the gaps arrive as None: NaN)
+    gap = z.shape[1] - 2 * T
+    assert z.shape == (2 * T + gap, 2 * T + gap) and gap >= 2
+    for h in range(4):
+        top, left = h // 2 * (T + gap), h % 2 * (T + gap)
+        np.testing.assert_allclose(z[top:top + T, left:left + T], patterns[h], atol=1e-6)
+    assert np.isnan(z[T:T + gap]).all() and np.isnan(z[:, T:T + gap]).all()
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert len(titles) == 4 and all(title.startswith(f"L{layer}H{h}") for h, title in enumerate(titles))
+    x = trace["x"]
+    assert len(set(x)) == len(x)  # every column its own category, so the hover names the key of its own head
+    assert x[0].replace("\u200b", "") == x[T + gap].replace("\u200b", "") == f"0 '{ins.token_labels(text)[0]}'"
