@@ -229,7 +229,7 @@ def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
     """Attention patterns (H, T, T) of one layer as one mosaic, `columns` heads to a row, characters on both axes.
 
     One heatmap on one pair of axes, the heads' blocks apart by a blank gap: the browser lays out and measures the
-    tick labels of every axis, and one subplot per head made this grid the slowest figure of its page to draw.
+    tick labels of every axis, so a subplot per head (eight axes of T labels) would take most of the page's drawing.
     Each axis is categorical: position i of block b is named "i 'c'" plus b zero-width spaces (invisible, but a
     name of its own), so the hover, the page's template (%{y} the query, %{x} the key), names both characters."""
     patterns = patterns.detach().float().numpy() if isinstance(patterns, torch.Tensor) else np.asarray(patterns)
