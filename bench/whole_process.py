@@ -1,16 +1,18 @@
 """The training step as a user measures it: the tutorial's script as one process against `python -m gptcore train`.
 
-    python -m bench.whole_process                       3 rounds of N1 = 10 and N2 = 110 steps (~5 min)
-    python -m bench.whole_process --rounds 5 --n2 210
+    python -m bench.whole_process                       5 rounds of N1 = 10 and N2 = 210 steps (~11 min)
+    python -m bench.whole_process --rounds 3 --n2 110   a quicker, noisier look (~5 min)
     python -m bench.whole_process --diagnose            + the tutorial script under gptcore's OpenMP policy
+    python -m bench.whole_process --without-onednn      + gptcore's CLI with its linear layers on MKL (before/after)
 
 Each candidate is a fresh Python process, started from a shell-like environment (no OMP_WAIT_POLICY unless a
-variant sets one), on the same text file, batch 32 × context 128. A run of N steps is timed from spawn to exit;
-the per-step time is (time of N2 steps − time of N1 steps) / (N2 − N1), so interpreter start-up, imports,
-reading the corpus, the first evaluation, the final save and everything else done once cancels out. Runs are
-interleaved A B A B within a round (order rotating between rounds); each round gives one per-step estimate per
-candidate, and the report is the median over rounds with the ratio of medians, then each round's own ratio
-(its runs ran back to back, under about the same load) and their median.
+variant sets one), on the same text file, batch 32 × context 128. A run of N steps is timed from spawn to exit; the
+per-step time is (time of N2 steps − time of N1 steps) / (N2 − N1), so interpreter start-up, imports, reading the
+corpus, the first evaluation, the final save and everything else done once cancels out. That start-up itself varies
+(gptcore's 10-step run took 8.9–12.3 s across rounds), so N2 − N1 is 200: over 100 steps those 3 s alone would move
+an estimate by 15%. Runs are interleaved A B A B within a round (order rotating between rounds); each round gives
+one per-step estimate per candidate, and the report is the median over rounds with the ratio of medians, then each
+round's own ratio (its runs ran back to back, under about the same load) and their median.
 
 The tutorial's script is written out to a temporary folder: the model classes are the literal code of
 gptcore/reference.py (inspect.getsource), the loop is the tutorial's (seed 0, the first 1M characters, a 90/10
@@ -84,7 +86,7 @@ def shell_environment(**extra: str) -> dict:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def candidates(script: Path, corpus: Path, work: Path, diagnose: bool) -> dict[str, callable]:
+def candidates(script: Path, corpus: Path, work: Path, diagnose: bool, without_onednn: bool) -> dict[str, callable]:
     """name -> function(steps, run index) returning the argv and environment of one run."""
     def tutorial(env):
         return lambda steps, i: ([sys.executable, str(script), str(corpus), str(steps)], env)
@@ -95,6 +97,8 @@ def candidates(script: Path, corpus: Path, work: Path, diagnose: bool) -> dict[s
                                   "--context", "128"], env)
 
     found = {"tutorial script": tutorial(shell_environment()), "gptcore train": gptcore_cli(shell_environment())}
+    if without_onednn:
+        found["gptcore train, without oneDNN"] = gptcore_cli(shell_environment(GPTCORE_ONEDNN="0"))
     if diagnose:
         found["tutorial, OMP_WAIT_POLICY=PASSIVE"] = tutorial(shell_environment(OMP_WAIT_POLICY="PASSIVE"))
     return found
@@ -141,12 +145,14 @@ def corpus_file(work: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.whole_process", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n1", type=int, default=10, help="steps of the short run")
-    parser.add_argument("--n2", type=int, default=110, help="steps of the long run")
+    parser.add_argument("--n2", type=int, default=210, help="steps of the long run")
     parser.add_argument("--diagnose", action="store_true",
                         help="also run the tutorial's script with OMP_WAIT_POLICY=PASSIVE (gptcore's policy, which "
                              "the in-process benchmark's baseline runs under)")
+    parser.add_argument("--without-onednn", action="store_true",
+                        help="also run gptcore's CLI with its linear layers on torch's default kernel (MKL)")
     args = parser.parse_args(argv)
     if not 0 <= args.n1 < args.n2:
         parser.error("need 0 <= n1 < n2")
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = corpus_file(work)
         script = work / "tutorial_gpt.py"
         script.write_text(tutorial_script())
-        runs = candidates(script, corpus, work, args.diagnose)
+        runs = candidates(script, corpus, work, args.diagnose, args.without_onednn)
         print(f"{load_summary()}; {os.cpu_count()} cores; corpus {corpus.name}; batch 32 x 128; "
               f"{args.rounds} rounds of {args.n1} and {args.n2} steps, each run a fresh process")
         estimates = measure(runs, args.n1, args.n2, args.rounds)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .config import ConfigError, GPTConfig
 from .errors import InputError
+from .linear import Linear
 
 
 class HookPoint(nn.Module):
@@ -110,8 +111,8 @@ class Attention(nn.Module):
         super().__init__()
         self.n_head, self.causal = cfg.n_head, cfg.causal
         self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
+        self.qkv = Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
+        self.proj = Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
         # Hook points. Per-head vectors are (B, T, H, d_head): q, k, v before RoPE, rot_q, rot_k after it,
         # z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each head's share of
         # the output after W_O. scores (pre-softmax, scaled and masked) and pattern are (B, H, T_query, T_key).
@@ -167,10 +168,10 @@ class FeedForward(nn.Module):
         super().__init__()
         self.kind = cfg.ffn
         self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn]
-        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.w1 = Linear(cfg.d_model, cfg.d_ff, bias=False)
         if cfg.ffn == "swiglu":
-            self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+            self.w3 = Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
+        self.w2 = Linear(cfg.d_ff, cfg.d_model, bias=False)
         # (B, T, d_ff) hook points: w1 x, act(w1 x), the gate w3 x, and what enters w2
         self.hook_pre, self.hook_act = HookPoint(), HookPoint()
         self.hook_gate, self.hook_hidden = HookPoint(), HookPoint()
@@ -228,7 +229,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
         self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # (B, T, d_model): token embedding rows, learned position rows (if any), the final norm's output
         self.hook_embed, self.hook_pos_embed, self.hook_ln_f_out = HookPoint(), HookPoint(), HookPoint()
         if cfg.position == "rope":  # computed once, not on every forward as in the tutorial's sketch

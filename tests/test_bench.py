@@ -1,10 +1,12 @@
+import string
+import subprocess
 import sys
 import threading
 
 import torch
 import torch.nn.functional as F
 
-from bench import common, inference, step, time_to_loss
+from bench import common, inference, step, time_to_loss, whole_process
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
@@ -163,3 +165,43 @@ def test_rope_as_complex_product_equals_the_tutorials_two_formulas_with_gradient
     g = torch.randn_like(ours)
     assert torch.allclose(ours, tutorial, atol=1e-6)
     assert torch.allclose(torch.autograd.grad(ours, x, g)[0], torch.autograd.grad(tutorial, x, g)[0], atol=1e-6)
+
+
+def test_the_whole_process_baseline_is_the_tutorials_script_with_its_810624_parameters(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text((string.ascii_letters + string.digits + ".,!?;:'\" \n-()")[:74] * 400, encoding="utf-8")
+    script = tmp_path / "tutorial_gpt.py"
+    script.write_text(whole_process.tutorial_script())
+    done = subprocess.run([sys.executable, str(script), str(corpus), "1"], capture_output=True, text=True,
+                          env=whole_process.shell_environment(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "import gptcore" not in script.read_text() and "OMP_WAIT_POLICY" not in whole_process.shell_environment()
+    lines = done.stdout.splitlines()
+    assert lines[0] == "vocab 74, params 810,624"
+    assert lines[1].startswith("step    0  train ") and lines[-1].endswith("s")
+
+
+def test_whole_process_takes_each_rounds_step_time_from_the_difference_of_two_runs(monkeypatch):
+    """Start-up (2 s and 5 s) cancels; the per-step times (0.25 and 0.2 s) come out exactly, order rotating."""
+    order = []
+    def fake_time(argv, env):
+        name, steps = argv
+        order.append(name)
+        return {"a": 2.0, "b": 5.0}[name] + steps * {"a": 0.25, "b": 0.2}[name]
+    monkeypatch.setattr(whole_process, "time_process", fake_time)
+    runs = {name: (lambda steps, i, name=name: ([name, steps], {})) for name in ("a", "b")}
+    estimates = whole_process.measure(runs, n1=10, n2=210, rounds=2)
+    assert [round(s, 9) for s in estimates["a"]] == [0.25, 0.25] and [round(s, 9) for s in estimates["b"]] == [0.2, 0.2]
+    assert order == ["a", "b", "a", "b", "b", "a", "b", "a"]
+
+
+def test_whole_process_runs_the_cli_without_onednn_when_asked(tmp_path):
+    runs = whole_process.candidates(tmp_path / "tutorial.py", tmp_path / "corpus.txt", tmp_path, diagnose=False,
+                                    without_onednn=True)
+    argv, env = runs["gptcore train, without oneDNN"](10, 1)
+    assert argv[1:6] == ["-m", "gptcore", "train", "--data", str(tmp_path / "corpus.txt")]
+    assert env["GPTCORE_ONEDNN"] == "0" and "GPTCORE_ONEDNN" not in runs["gptcore train"](10, 2)[1]
+    probe = "import gptcore.linear as linear; print(linear.ONEDNN_AVAILABLE, linear.ONEDNN_LINEAR)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=common.ROOT,
+                          timeout=120)
+    assert done.stdout.split()[1] == "False", done.stderr

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gptcore import checkpoint as ckpt
-from gptcore import train
+from gptcore import linear, train
 from gptcore.config import ConfigError, GPTConfig
 from gptcore.data import CorpusError
 from gptcore.threads import CORES, ShardedGrads, single_core_pool
@@ -219,8 +219,14 @@ def _grads_of(model):
     return [p.grad.clone() for p in model.parameters()]
 
 
+# 1 row: every linear-layer product of these tiny batches goes to oneDNN, where this machine uses it
+ONEDNN_ROWS = pytest.mark.parametrize("onednn_rows", [linear.ONEDNN_MIN_ROWS, 1])
+
+
+@ONEDNN_ROWS
 @pytest.mark.parametrize("batch, shards", [(8, 2), (3, 2), (1, 2), (2, 3)])
-def test_sharded_gradients_equal_one_pass_over_the_whole_batch(batch, shards):
+def test_sharded_gradients_equal_one_pass_over_the_whole_batch(batch, shards, onednn_rows, monkeypatch):
+    monkeypatch.setattr(linear, "ONEDNN_MIN_ROWS", onednn_rows)
     model, gen = build_model(TINY, seed=0)
     ids = torch.randint(TINY.vocab_size, (batch, TINY.context + 1), generator=gen)
     x, y = ids[:, :-1], ids[:, 1:]
@@ -249,9 +255,11 @@ def _in_new_thread(fn):
     return out[0]
 
 
-def test_every_run_shards_over_every_core_and_two_runs_agree_bit_for_bit(monkeypatch):
+@ONEDNN_ROWS
+def test_every_run_shards_over_every_core_and_two_runs_agree_bit_for_bit(onednn_rows, monkeypatch):
     """Runs start in fresh threads, as app jobs do; neither a finished run's workers nor a one-thread job may
     leave later threads on one core."""
+    monkeypatch.setattr(linear, "ONEDNN_MIN_ROWS", onednn_rows)
     shard_counts = []
     start = ShardedGrads.__init__
 
