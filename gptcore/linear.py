@@ -2,7 +2,7 @@
 
 nn.Linear's fp32 products on the CPU go to MKL. On AMD x86 CPUs (where it was measured) oneDNN, also part of torch's
 x86 builds, is faster for most of this model's: for its 2,048-row products, x·Wᵀ and the input gradient g·W run
-1.1–1.8× faster; for the weight gradient gᵀ·x, a sum over the 2,048 rows, MKL is the faster in four layers of five.
+1.05–1.8× faster; for the weight gradient gᵀ·x, a sum over the 2,048 rows, MKL is the faster in four layers of five.
 Below a few hundred rows oneDNN's ~20 µs of set-up per call loses (generation feeds one row at a time).
 `python -m bench.linear` measures each case; GPTCORE_ONEDNN=0 in the environment leaves every product to torch.
 """
