@@ -81,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
                  f"{times[p + ' mkl'] / times[p + ' onednn']:4.2f}x" for p in ("x·Wᵀ", "g·W", "gᵀ·x")]
         print(f"  {name:<7} {d_in:>3} -> {d_out:<3}  " + "  |  ".join(cells))
     candidates, largest_difference = step_candidates(cfg, tc)
-    step = {k: median(v) for k, v in interleave(candidates, args.rounds).items()}
-    print(f"\nForward and backward of batch {tc.batch_size} (one shard per thread): MKL {step['step mkl'] * 1e3:.1f} "
-          f"ms, with oneDNN {step['step onednn'] * 1e3:.1f} ms: {step['step mkl'] / step['step onednn']:.2f}x; "
+    seconds = {k: median(v) for k, v in interleave(candidates, args.rounds).items()}
+    mkl, onednn = seconds["step mkl"], seconds["step onednn"]
+    print(f"\nForward and backward of batch {tc.batch_size} (one shard per thread): MKL {mkl * 1e3:.1f} ms, with "
+          f"oneDNN {onednn * 1e3:.1f} ms: {mkl / onednn:.2f}x; "
           f"largest gradient difference {largest_difference():.1e}")
     print(f"\n{load_summary()}")
     return 0

@@ -5,14 +5,14 @@
     python -m bench.whole_process --diagnose            + the tutorial script under gptcore's OpenMP policy
     python -m bench.whole_process --without-onednn      + gptcore's CLI with its linear layers on MKL (before/after)
 
-Each candidate is a fresh Python process, started from a shell-like environment (no OMP_WAIT_POLICY unless a
-variant sets one), on the same text file, batch 32 × context 128. A run of N steps is timed from spawn to exit; the
-per-step time is (time of N2 steps − time of N1 steps) / (N2 − N1), so interpreter start-up, imports, reading the
-corpus, the first evaluation, the final save and everything else done once cancels out. That start-up itself varies
-(gptcore's 10-step run took 8.9–12.3 s across rounds), so N2 − N1 is 200: over 100 steps those 3 s alone would move
-an estimate by 15%. Runs are interleaved A B A B within a round (order rotating between rounds); each round gives
-one per-step estimate per candidate, and the report is the median over rounds with the ratio of medians, then each
-round's own ratio (its runs ran back to back, under about the same load) and their median.
+Each candidate is a fresh Python process, started from a shell-like environment (no OMP_WAIT_POLICY unless a variant
+sets one), on the same text file, batch 32 × context 128. A run of N steps is timed from spawn to exit; the per-step
+time is (time of N2 steps − time of N1 steps) / (N2 − N1), so interpreter start-up, imports, reading the corpus, the
+first evaluation, the final save and everything else done once cancels out. That start-up itself varies by about 3 s
+between rounds, so N2 − N1 is 200: over only 100 steps those 3 s would move an estimate by 12–15%. Runs are
+interleaved A B A B within a round (order rotating between rounds); each round gives one per-step estimate per
+candidate, and the report is the median over rounds with the ratio of medians, then each round's own ratio (its runs
+ran back to back, under about the same load) and their median.
 
 The tutorial's script is written out to a temporary folder: the model classes are the literal code of
 gptcore/reference.py (inspect.getsource), the loop is the tutorial's (seed 0, the first 1M characters, a 90/10
