@@ -59,7 +59,7 @@ def run_stage(stage: str, upload: Path) -> dict:
     from explorer.jobs import release_memory
     from gptcore.config import GPTConfig, TrainConfig
     from gptcore.data import CharTokenizer, encode_chars
-    from gptcore.runs import RunTrainer
+    from gptcore.runs import new_run
     from gptcore.sources import CorpusSource
 
     raw = upload.read_bytes()  # (the app holds the upload's bytes as Streamlit hands them over)
@@ -76,7 +76,7 @@ def run_stage(stage: str, upload: Path) -> dict:
             made.append(torch.tensor(tokenizer.encode(corpus.text), dtype=torch.long))
         elif stage == "whole trainer (tiny model)":
             cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
-            made.append(RunTrainer(cfg, TrainConfig(steps=1, batch_size=4, threads=1), corpus, None, None))
+            made.append(new_run(cfg, TrainConfig(steps=1, batch_size=4, threads=1), corpus, None, None))
     held = rss_now()
     made.clear()
     corpus = None  # noqa: F841  (drop the last reference before measuring what stays)

@@ -14,7 +14,8 @@ import torch
 
 from gptcore.config import GPTConfig
 from gptcore.device import DEVICES, describe, resolve, synchronize
-from gptcore.train import build_model, estimate_loss, evaluate
+from gptcore.step import estimate_loss, evaluate
+from gptcore.train import build_model
 
 from .common import add_model_arguments, interleave, load_summary, median, thread_summary, time_calls
 from .step import gptcore_step_fn, random_batches, tutorial_sized

@@ -56,7 +56,7 @@ def child_train(folder: str, steps: int, device: str) -> dict:
     prepared = open_prepared(folder)
     after_open = peak_rss()
     tc = TrainConfig(steps=steps - 1, eval_every=10**6, eval_batches=2, final_eval=False, device=device)
-    trainer = Trainer(GPTConfig(), tc, prepared)
+    trainer = Trainer.fresh(GPTConfig(), tc, prepared)
     began = time.perf_counter()
     trainer.run()
     return {"seconds": time.perf_counter() - began, "after_open": after_open, "peak_rss": peak_rss(),

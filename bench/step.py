@@ -4,8 +4,7 @@
     python -m bench.step --threads 1       the same on one core
     python -m bench.step --compile         adds a torch.compile'd step (slow: it compiles first)
 
-Same weights and batches for every candidate; a 2048^3 fp32 matmul (by MKL and by oneDNN, the faster counts), timed
-in the same rounds, is the peak.
+Same weights and batches for every candidate; a 2048^3 fp32 matmul, timed in the same rounds, is the peak.
 The step's linear-layer GEMMs and its attention are also timed alone, run as the step runs them: what the
 step would cost if everything else took no time (its ceiling in fp32 here).
 """
@@ -21,15 +20,15 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
-from gptcore import linear
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
 from gptcore.model import GPT
 from gptcore.optim import make_optimizer, set_lr
 from gptcore.recipes import RECIPES
 from gptcore.reference import TutorialGPT, tutorial_step, tutorial_twin
+from gptcore.step import lr_at, train_step
 from gptcore.threads import ShardedGrads, single_core_pool
-from gptcore.train import TrainConfig, build_model, lr_at
+from gptcore.train import TrainConfig, build_model
 
 from .common import add_model_arguments, interleave, load_summary, median, thread_summary
 
@@ -46,14 +45,10 @@ def flops_per_step(cfg: GPTConfig, batch_size: int) -> float:
     return 6 * weights * batch_size * T + 12 * cfg.n_layer * batch_size * T * T * d
 
 
-def matmul_probe(n: int = 2048) -> tuple[dict[str, Callable[[int], object]], float]:
-    """One large fp32 matmul by each kernel the model may use, and its FLOPs: the faster of them is the practical
-    peak of this CPU at the current thread count."""
+def matmul_probe(n: int = 2048) -> tuple[Callable[[int], object], float]:
+    """One large fp32 matmul and its FLOPs: the practical peak of this CPU at the current thread count."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    kernels = {"matmul probe, MKL": lambda _: a @ b}
-    if linear.ONEDNN_LINEAR:
-        kernels["matmul probe, oneDNN"] = lambda _: linear.onednn_linear(a, b.t())
-    return kernels, 2.0 * n ** 3
+    return lambda _: a @ b, 2.0 * n ** 3
 
 
 def linear_matmuls_probe(cfg: GPTConfig, batch_size: int) -> tuple[Callable[[int], object], float]:
@@ -65,13 +60,9 @@ def linear_matmuls_probe(cfg: GPTConfig, batch_size: int) -> tuple[Callable[[int
     head = (torch.randn(N, d), torch.randn(cfg.vocab_size, d), torch.randn(N, cfg.vocab_size))
     operands = layer * cfg.n_layer + [head]
 
-    def run(_):  # by the kernels gptcore.linear.Linear picks
+    def run(_):
         for x, w, g in operands:
-            if linear.uses_onednn(x, w):
-                linear.onednn_linear(x, w), linear.onednn_linear(g, w.t())
-            else:
-                x @ w.t(), g @ w
-            g.t() @ x
+            x @ w.t(), g @ w, g.t() @ x
     return run, sum(6.0 * N * w.shape[0] * w.shape[1] for _, w, _ in operands)
 
 
@@ -116,11 +107,7 @@ def gptcore_step_fn(model: GPT, tc: TrainConfig, batches, shards: int = 0,
 
     def step(i):
         set_lr(opt, lr_at(i, tc))
-        loss = grads(*batches[i % len(batches)])
-        if tc.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        opt.step()
-        return loss.item()
+        return train_step(model, opt, *batches[i % len(batches)], tc.grad_clip, grads).item()
     return step
 
 
@@ -139,7 +126,6 @@ class StepReport:
     tokens: int  # per training step
     linear_flops: float  # per second, the step's linear-layer GEMMs alone
     parts: dict[str, float]  # seconds of the step's linear GEMMs and of its attention, each timed alone
-    probe_rates: dict[str, float]  # FLOP/s of the matmul probe on each kernel; the fastest is peak_flops
 
     def line(self, name: str, baseline: str = "tutorial") -> str:
         s = self.seconds[name]
@@ -166,16 +152,15 @@ def time_training_steps(cfg: GPTConfig, tc: TrainConfig, rounds: int, compile_mo
         step(0)
         print(f"torch.compile: first step (compiling) took {time.perf_counter() - t0:.1f} s")
         candidates["gptcore compiled"] = step
-    probes, probe_flops = matmul_probe(matmul_n)
-    candidates.update(probes)
+    candidates["matmul probe"], probe_flops = matmul_probe(matmul_n)
     shards = torch.get_num_threads()
     candidates["linear GEMMs"], linear_flops = sharded_probe(linear_matmuls_probe, cfg, tc.batch_size, shards)
     candidates["attention"], _ = sharded_probe(attention_probe, cfg, tc.batch_size, shards)
     times = {name: median(ts) for name, ts in interleave(candidates, rounds).items()}
     parts = {name: times.pop(name) for name in ("linear GEMMs", "attention")}
-    rates = {name: probe_flops / times.pop(name) for name in probes}
-    return StepReport(times, flops_per_step(cfg, tc.batch_size), max(rates.values()), tc.batch_size * cfg.context,
-                      linear_flops / parts["linear GEMMs"], parts, rates)
+    peak = probe_flops / times.pop("matmul probe")
+    return StepReport(times, flops_per_step(cfg, tc.batch_size), peak, tc.batch_size * cfg.context,
+                      linear_flops / parts["linear GEMMs"], parts)
 
 
 def time_under_hog(cfg: GPTConfig, tc: TrainConfig, rounds: int, shards: int = 0) -> tuple[float, float]:
@@ -203,9 +188,7 @@ def tutorial_sized(args) -> tuple[GPTConfig, TrainConfig]:
 def print_report(report: StepReport, matmul_size: int) -> None:
     for name in report.seconds:
         print("  " + report.line(name))
-    rates = [f"{name.removeprefix('matmul probe, ')} {rate / 1e9:.1f} GFLOP/s"
-             for name, rate in report.probe_rates.items()]
-    print(f"  matmul probe ({matmul_size}^3 fp32): {', '.join(rates)}; the faster is the peak above")
+    print(f"  matmul probe ({matmul_size}^3 fp32): {report.peak_flops / 1e9:.1f} GFLOP/s, the peak above")
     print(f"  the step's linear-layer GEMMs alone: {report.linear_flops / 1e9:.1f} GFLOP/s "
           f"({report.linear_flops / report.peak_flops:.0%} of peak: the ceiling for these skinny shapes)")
     print("  where gptcore's step goes (each part timed alone, run as the step runs it): " +

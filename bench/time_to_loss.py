@@ -21,11 +21,13 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from gptcore.data import get_batch
+from gptcore.data import Corpus, get_batch
+from gptcore.events import StepEvent
 from gptcore.recipes import RECIPES, Recipe
 from gptcore.reference import tutorial_step, tutorial_twin
+from gptcore.step import evaluate
 from gptcore.threads import use_threads
-from gptcore.train import Trainer, evaluate
+from gptcore.train import Trainer
 
 from .common import ARTIFACTS, TINYSTORIES, load_summary, thread_summary
 
@@ -107,13 +109,13 @@ def train_recipe(recipe: Recipe, text: str, clock_for: ClockFor, threads: int,
     make_optimizer(model, tc), when given, replaces the optimizer the recipe names."""
     tc = replace(recipe.train, final_eval=False, threads=threads, checkpoint_every=0, snapshot_every=0,
                  device="cpu")  # the comparison with the tutorial's script is a CPU one, on any machine
-    trainer = Trainer(recipe.model, tc, text, out_dir=None)
+    trainer = Trainer.fresh(recipe.model, tc, Corpus(text, ""))
     if make_optimizer is not None:
         trainer.optimizer = make_optimizer(trainer.model, tc)
     clock = clock_for(trainer)
     clock.start()
     try:
-        trainer.run(lambda kind, d: clock.after_step(d["step"], trainer.model) if kind == "step" else None)
+        trainer.run(lambda event: clock.after_step(event.step, trainer.model) if isinstance(event, StepEvent) else None)
     finally:
         clock.finish()
 
@@ -122,7 +124,7 @@ def train_tutorial_script(recipe: Recipe, text: str, clock_for: ClockFor, thread
     """The tutorial's own script: its literal model, plain AdamW at a constant lr, a val estimate every
     eval_every steps. Same seed, init, batches and random-call order as gptcore's Trainer."""
     tc = recipe.train
-    trainer = Trainer(recipe.model, replace(tc, device="cpu"), text, out_dir=None)  # for its tokenizer, split, model
+    trainer = Trainer.fresh(recipe.model, replace(tc, device="cpu"), Corpus(text, ""))  # its tokenizer, split, model
     model, gen, ctx = tutorial_twin(trainer.model), trainer.stream, recipe.model.context
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr)
     use_threads(threads)  # per thread in torch: set it here

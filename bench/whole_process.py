@@ -3,7 +3,6 @@
     python -m bench.whole_process                       5 rounds of N1 = 10 and N2 = 210 steps (~11 min)
     python -m bench.whole_process --rounds 3 --n2 110   a quicker, noisier look (~5 min)
     python -m bench.whole_process --diagnose            + the tutorial script under gptcore's OpenMP policy
-    python -m bench.whole_process --without-onednn      + gptcore's CLI with its linear layers on MKL (before/after)
 
 Each candidate is a fresh Python process, started from a shell-like environment (no OMP_WAIT_POLICY unless a variant
 sets one), on the same text file, batch 32 × context 128. A run of N steps is timed from spawn to exit; the per-step
@@ -86,7 +85,7 @@ def shell_environment(**extra: str) -> dict:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def candidates(script: Path, corpus: Path, work: Path, diagnose: bool, without_onednn: bool) -> dict[str, callable]:
+def candidates(script: Path, corpus: Path, work: Path, diagnose: bool) -> dict[str, callable]:
     """name -> function(steps, run index) returning the argv and environment of one run."""
     def tutorial(env):
         return lambda steps, i: ([sys.executable, str(script), str(corpus), str(steps)], env)
@@ -97,8 +96,6 @@ def candidates(script: Path, corpus: Path, work: Path, diagnose: bool, without_o
                                   "--context", "128"], env)
 
     found = {"tutorial script": tutorial(shell_environment()), "gptcore train": gptcore_cli(shell_environment())}
-    if without_onednn:
-        found["gptcore train, without oneDNN"] = gptcore_cli(shell_environment(GPTCORE_ONEDNN="0"))
     if diagnose:
         found["tutorial, OMP_WAIT_POLICY=PASSIVE"] = tutorial(shell_environment(OMP_WAIT_POLICY="PASSIVE"))
     return found
@@ -151,8 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diagnose", action="store_true",
                         help="also run the tutorial's script with OMP_WAIT_POLICY=PASSIVE (gptcore's policy, which "
                              "the in-process benchmark's baseline runs under)")
-    parser.add_argument("--without-onednn", action="store_true",
-                        help="also run gptcore's CLI with its linear layers on torch's default kernel (MKL)")
     args = parser.parse_args(argv)
     if not 0 <= args.n1 < args.n2:
         parser.error("need 0 <= n1 < n2")
@@ -161,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = corpus_file(work)
         script = work / "tutorial_gpt.py"
         script.write_text(tutorial_script())
-        runs = candidates(script, corpus, work, args.diagnose, args.without_onednn)
+        runs = candidates(script, corpus, work, args.diagnose)
         print(f"{load_summary()}; {os.cpu_count()} cores; corpus {corpus.name}; batch 32 x 128; "
               f"{args.rounds} rounds of {args.n1} and {args.n2} steps, each run a fresh process")
         estimates = measure(runs, args.n1, args.n2, args.rounds)

@@ -25,7 +25,8 @@ def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: floa
         z=z, x=x_labels if x_labels is not None else list(range(cols)),
         y=y_labels if y_labels is not None else list(range(rows)), zmin=zmin, zmax=zmax, colorscale=colorscale,
         text=[[cell_text(v, fmt) for v in row] for row in z] if show_text else None,
-        texttemplate="%{text}" if show_text else None, hovertemplate=hover))
+        texttemplate="%{text}" if show_text else None, hovertemplate=hover,
+        colorbar=dict(exponentformat="e")))  # (Plotly's default writes 1e-7 as 100n)
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10))
     fig.update_xaxes(title=x_title, type="category", side="bottom")
     fig.update_yaxes(title=y_title, type="category", autorange="reversed")
@@ -54,7 +55,7 @@ def cell_text(value: float, fmt: str) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-TOP_MARGIN = 70  # subplot titles sit below the Plotly toolbar that appears over a chart's top right
+TOP_MARGIN = 70  # room for subplot titles below the toolbar band (explorer.ui.show_chart keeps at least that)
 
 
 def log_ticks(values) -> dict:
@@ -124,9 +125,10 @@ def entropy_figure(curve, d: int, uniform: float, uniform_label: str, title: str
     return fig
 
 
-def jacobian_figure(grad, factor: float, names: dict, title: str, x_title: str) -> go.Figure:
-    """The softmax Jacobian's norm (left axis) and the largest weight (right axis) against the factor on the
-    scores; names: legend names of the columns "jacobian norm" and "largest weight"."""
+def jacobian_figure(grad, factor: float, names: dict, title: str, x_title: str, y_title: str) -> go.Figure:
+    """The softmax Jacobian's norm (left axis, titled in words: a rotated ‖J‖ reads as three bars) and the largest
+    weight (right axis) against the factor on the scores; names: legend names of the columns "jacobian norm" and
+    "largest weight"."""
     fig = go.Figure()
     fig.add_scatter(x=grad["factor"], y=grad["jacobian norm"], name=names["jacobian norm"], mode="lines")
     fig.add_scatter(x=grad["factor"], y=grad["largest weight"], name=names["largest weight"], mode="lines",
@@ -134,10 +136,16 @@ def jacobian_figure(grad, factor: float, names: dict, title: str, x_title: str) 
     fig.add_vline(x=factor, line_dash="dash", line_color="grey")
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis=dict(title=x_title, **log_ticks([0.1, 0.3, 1, 3, 10, 30, 100])),
-                      yaxis_title="‖J‖", yaxis2=dict(title=names["largest weight"], overlaying="y", side="right",
+                      yaxis_title=y_title, yaxis2=dict(title=names["largest weight"], overlaying="y", side="right",
                                                      range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       title=title, legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def symmetric_limit(z, quantile: float = 0.99) -> float:
+    """A colour scale ±limit that fits the data: the quantile of |z| (a fixed ±0.25 leaves values of 1e-7 white)."""
+    z = z.detach().numpy() if isinstance(z, torch.Tensor) else np.asarray(z)
+    return float(np.quantile(np.abs(z), quantile)) or 1.0
 
 
 def dotted_vline(fig: go.Figure, x: float, col: int) -> None:
@@ -224,7 +232,7 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
 
 # --- Multi-head page --------------------------------------------------------------------------------------
 
-def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
+def head_grid(patterns, labels: list[str], titles: list[str], x_title: str, y_title: str, columns: int = 2,
               hover: str = "%{y} → %{x}: %{z:.3f}<extra></extra>") -> go.Figure:
     """Attention patterns (H, T, T) of one layer as one mosaic, `columns` heads to a row, characters on both axes.
 
@@ -245,10 +253,12 @@ def head_grid(patterns, labels: list[str], titles: list[str], columns: int = 2,
     for h, title in enumerate(titles):  # each head's title over its block (positions on a category axis: indices)
         fig.add_annotation(x=h % columns * (T + gap) + (T - 1) / 2, y=h // columns * (T + gap) - 0.5, text=title,
                            showarrow=False, yanchor="bottom", yshift=4)
-    axis = dict(type="category", tickmode="array", tickangle=0, tickfont=dict(size=9), showgrid=False)  # (none in gaps)
-    fig.update_xaxes(tickvals=tick_names(labels, columns), ticktext=labels * columns, **axis)
-    fig.update_yaxes(tickvals=tick_names(labels, rows), ticktext=labels * rows, autorange="reversed", **axis)
-    side = max(360, 11 * T + 80)  # about 11 px per character keeps every tick label readable
+    # no grid: it would run through the gaps between the blocks
+    axis = dict(type="category", tickmode="array", tickangle=0, tickfont=dict(size=12), showgrid=False)
+    fig.update_xaxes(tickvals=tick_names(labels, columns), ticktext=labels * columns, title=x_title, **axis)
+    fig.update_yaxes(tickvals=tick_names(labels, rows), ticktext=labels * rows, autorange="reversed", title=y_title,
+                     **axis)
+    side = max(360, 14 * T + 80)  # about 14 px per character keeps every tick label readable
     fig.update_layout(height=rows * side, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10))
     return fig
 
@@ -305,16 +315,24 @@ def rope_pair_figure(path, sweep, steps: int, texts: dict) -> go.Figure:
                     line=dict(color="lightgrey", dash="dot"), name=texts["circle"])
     fig.add_scatter(x=sweep["x"], y=sweep["y"], mode="lines", line=dict(color="#1f77b4", width=3),
                     name=texts["swept"], hoverinfo="skip")
-    labels = pair_labels(path["angle (rad)"].tolist())
-    for row, label in zip(path.itertuples(), labels):
-        fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers+text", showlegend=False,
+    for row in path.itertuples():
+        fig.add_scatter(x=[0, row.x], y=[0, row.y], mode="lines+markers", showlegend=False,
                         marker=dict(size=[0, 7], color=[row.position] * 2, colorscale="Viridis", cmin=0, cmax=steps),
-                        line=dict(color="rgba(31,119,180,0.35)"), text=["", label], textposition="top center",
+                        line=dict(color="rgba(31,119,180,0.35)"),
                         hovertemplate=f"{texts['position']} {row.position}<extra></extra>")
+    # the position labels sit on a ring outside the circle, clear of the arc and of the markers on it
+    labels = pair_labels(path["angle (rad)"].tolist())
+    ring, where = LABEL_RING * radius, np.arctan2(path["y"], path["x"])
+    fig.add_scatter(x=ring * np.cos(where), y=ring * np.sin(where), mode="text",
+                    text=labels, textfont=dict(size=11), showlegend=False, hoverinfo="skip")
+    reach = 1.35 * radius
     fig.update_layout(height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=texts["x_title"],
-                      yaxis_title=texts["y_title"], yaxis_scaleanchor="x", legend=dict(orientation="h", y=-0.15),
-                      title=texts["title"])
+                      yaxis_title=texts["y_title"], xaxis_range=[-reach, reach], yaxis_range=[-reach, reach],
+                      yaxis_scaleanchor="x", legend=dict(orientation="h", y=-0.15), title=texts["title"])
     return fig
+
+
+LABEL_RING = 1.18  # the radius of the position labels, as a multiple of the circle's
 
 
 def frequencies_figure(freqs, names: dict, title: str, x_title: str) -> go.Figure:

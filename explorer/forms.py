@@ -25,8 +25,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from gptcore import archive, folders, runs
 from gptcore import checkpoint as ckpt
-from gptcore import folders, runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.corpus import MAX_DRILLS
 from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
@@ -371,7 +371,7 @@ def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
 def name_problem(name: str) -> Message | None:
     """Why a new run cannot be saved under `name`; None when it can."""
     try:
-        folder = ckpt.checkpoint_dir(name)
+        folder = folders.checkpoint_dir(name)
     except ckpt.CheckpointError as e:
         return e.message
     if folder.name in job_registry().live() or (folder / "model.safetensors").exists():
@@ -408,9 +408,10 @@ def start_new_run() -> None:
         out_dir = runs.new_run_dir(ss.tr_name)
         source = current_source()
         corpus, tokenizer = corpus_for(source)
-        trainer = runs.RunTrainer(model_config(tokenizer.vocab_size), train_config(), corpus, source, out_dir)
+        trainer = runs.new_run(model_config(tokenizer.vocab_size), train_config(), corpus, source, out_dir)
         training.start_run(registry, trainer)
         ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
+        ss.tr_show_live = True
     except UserError as e:
         ss.tr_feedback = (e.message, corpus_context(), isinstance(e, JobRefused))
 
@@ -449,7 +450,8 @@ def continue_run(run: runs.RunInfo) -> None:
         source = CorpusSource("upload", name=upload.name, max_chars=max_chars) if upload else \
             CorpusSource("file", path=ss.tr_cont_path.strip(), max_chars=max_chars)
     corpus, _ = corpus_for(source, upload_key="tr_cont_upload")
-    training.start_run(registry, runs.RunTrainer(None, tc, corpus, source, run.path, resume_from=run.path))
+    training.start_run(registry, runs.continued_run(run.path, tc, corpus, source))
+    ss.tr_show_live = True
 
 
 @run_action
@@ -481,15 +483,15 @@ def checkpoint_upload() -> None:
 
 
 def import_checkpoint() -> None:
-    """Keep an uploaded checkpoint zip as a run (gptcore.checkpoint.import_checkpoint_zip checks it first)."""
+    """Keep an uploaded checkpoint zip as a run (gptcore.archive.import_checkpoint_zip checks it first)."""
     upload = ss.get("tr_import_zip")
     ss.tr_import_feedback = None
     if upload is None:
         return
     try:
-        folder = ckpt.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
+        folder = archive.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
     except ckpt.CheckpointError as e:
         ss.tr_import_feedback = ("error", e.message)
         return
-    name = ckpt.shown_name(folder)
+    name = folders.shown_name(folder)
     ss.tr_manage, ss.tr_import_feedback = name, ("success", name)

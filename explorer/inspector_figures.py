@@ -32,8 +32,9 @@ def percent(patterns: torch.Tensor) -> np.ndarray:
 
 
 def grid_gaps(T: int) -> tuple[int, int]:
-    """(cells between the columns of heads, cells between the rows of layers: room for the panel titles)."""
-    return max(1, round(0.05 * T)), max(3, round(0.1 * T))
+    """(cells between the columns of heads, cells between the rows of layers): a row's gap holds its panel titles
+    and as much space again, so that each title sits plainly on its own map rather than between two."""
+    return max(1, round(0.05 * T)), max(6, round(0.22 * T))
 
 
 def grid_layout(patterns: torch.Tensor) -> np.ndarray:
@@ -104,35 +105,42 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None) -> go.Figure:
     """One head's pattern with its character on every tick, both characters in the hover, the query row boxed.
 
-    Rows are 10 px high at full context (14 px for short texts) and the cells fill the width rather than stay
-    square, so that every character on both axes gets a readable 10-12 px font. The axes are categories named
-    "position 'character'", so the hover shows both without a T×T array of hover texts. The query characters
-    down the left are a scatter of their own (trace 1): a heatmap cannot be selected, a scatter point can, so a
-    click on one makes it the query (its customdata is the position).
+    Rows are 14 px high at full context (18 px for short texts) and the cells fill the width rather than stay
+    square: the key characters across the top get a 10-12 px font, the query characters down the left an upright
+    12-14 px one on a cell as high as the row, easy to read and to click. The axes are categories named
+    "position 'character'", so the hover shows both without a T×T array of hover texts. The query characters are
+    a scatter of their own (trace 1): a heatmap cannot be selected, a scatter point can, so a click on one makes
+    it the query (its customdata is the position).
     """
     T = len(labels)
+    long = T > 64
+    row = 14 if long else 18  # px per query row
     names = [f"{i} '{c}'" for i, c in enumerate(labels)]
-    font = dict(size=10 if T > 64 else 12, family="monospace")
+    key_font = dict(size=10 if long else 12, family="monospace")
+    query_font = dict(size=12 if long else 14, family="monospace", color="#1f2937")
     heatmap = go.Heatmap(
         z=pattern.float().numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
-        colorbar=dict(title=dict(text=t("inspector.fig.weight")), len=min(1.0, 500 / (10 * T + 1))),
+        colorbar=dict(title=dict(text=t("inspector.fig.weight")), len=min(1.0, 500 / (row * T + 1))),
         hovertemplate=t("inspector.fig.head_hover") + "<extra></extra>")
-    rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=labels, textfont=font,
-                      customdata=list(range(T)), marker=dict(size=12, color="rgba(214, 39, 40, 0.06)", symbol="square"),
+    rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=labels, textfont=query_font,
+                      textposition="middle center", customdata=list(range(T)),
+                      marker=dict(size=row - 1, color="rgba(214, 39, 40, 0.08)", symbol="square",
+                                  line=dict(color="rgba(214, 39, 40, 0.25)", width=1)),
                       selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
                       hovertemplate=t("inspector.fig.query_hover") + "<extra></extra>", showlegend=False)
     fig = go.Figure([heatmap, rows])
     fig.update_xaxes(title=t("inspector.fig.key_axis"), side="top", tickangle=0, type="category", tickmode="array",
-                     tickvals=names, ticktext=labels, showgrid=False, tickfont=font, ticks="", domain=[0.03, 1])
-    fig.update_layout(xaxis2=dict(domain=[0, 0.022], range=[-0.5, 0.5], visible=False, fixedrange=True))
-    # a fixed range: autorange would pad it for the strip's markers, leaving a gap above and below the pattern
+                     tickvals=names, ticktext=labels, showgrid=False, tickfont=key_font, ticks="", domain=[0.04, 1])
+    fig.update_layout(xaxis2=dict(domain=[0, 0.032], range=[-0.5, 0.5], visible=False, fixedrange=True))
+    # the band above the plot holds the key characters and their axis title, so the title stays clear of them
+    # wherever it is placed; a fixed range: autorange would pad it for the strip's markers
+    height, margin_top, keys_band = row * T + 140, 60, 70
     fig.update_yaxes(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
-                     showgrid=False, ticks="")
+                     showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - 10)])
     if query is not None:  # the row "What one position attends to" spells out below
         fig.add_shape(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x", yref="y",
                       line=dict(color="#d62728", width=2))
-    row = 10 if T > 64 else 14
-    fig.update_layout(title=title, height=max(420, row * T + 150), margin=dict(l=40, r=10, t=120, b=10),
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=10),
                       clickmode="event+select")
     return fig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from gptcore import checkpoint as ckpt
-from gptcore.folders import SHIPPED
+from gptcore.folders import SHIPPED, checkpoint_dir
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
@@ -14,7 +14,7 @@ def _load(folder: str, mtime: float) -> ckpt.Checkpoint:
 
 def shipped_version() -> tuple[str, float] | None:
     """(folder, its weights' mtime): a cache key that changes when the shipped weights do; None when missing."""
-    folder = ckpt.checkpoint_dir(SHIPPED)
+    folder = checkpoint_dir(SHIPPED)
     weights = folder / "model.safetensors"
     return (str(folder), weights.stat().st_mtime) if weights.is_file() else None
 

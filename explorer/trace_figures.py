@@ -375,16 +375,61 @@ def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int =
     return _layout(fig, t("trace.fig.lens_column_title"), 130 + 44 * len(rows))
 
 
-def attribution_bars(parts, logit: float, target_label: str, names: list[str]) -> go.Figure:
-    """Each component's direct contribution to the chosen logit, in the order they write into the stream."""
+def attribution_bars(parts, difference: float, target_label: str, foil_label: str, names: list[str]) -> go.Figure:
+    """Each component's direct contribution to logit(target) − logit(foil), in the order they write into the
+    stream."""
     values = parts["logit"].to_numpy()
     fig = go.Figure(go.Bar(x=names, y=values, marker_color=np.where(values >= 0, "#4393c3", "#d6604d"),
                            hovertemplate="%{x}: %{y:+.3f}<extra></extra>"))
     fig.add_hline(y=0, line_color="#888")
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=12), type="category")
     fig.update_yaxes(title=t("trace.fig.contribution"))
-    _layout(fig, t("trace.fig.attribution_title", char=target_label, total=float(values.sum()), logit=logit), 400)
+    _layout(fig, t("trace.fig.attribution_title", char=target_label, foil=foil_label, total=float(values.sum()),
+                   logit=difference), 400)
     return fig.update_layout(margin_l=90)  # room for the first slanted name
+
+
+def effect_bars(frame, title: str) -> go.Figure:
+    """Per component, its direct effect (through the readout alone) beside its total effect (ablation)."""
+    fig = go.Figure([
+        go.Bar(name=t("trace.fig.direct"), x=frame["component"], y=frame["direct"], marker_color="#9ecae1",
+               hovertemplate="%{x}: " + t("trace.fig.direct") + " %{y:+.3f}<extra></extra>"),
+        go.Bar(name=t("trace.fig.total"), x=frame["component"], y=frame["total"], marker_color="#08519c",
+               hovertemplate="%{x}: " + t("trace.fig.total") + " %{y:+.3f}<extra></extra>")])
+    fig.add_hline(y=0, line_color="#888")
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=12), type="category")
+    fig.update_yaxes(title=t("trace.fig.effect"))
+    _layout(fig, title, 420, barmode="group", legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1,
+                                                          xanchor="right"))
+    return fig.update_layout(margin_l=90)
+
+
+def source_bars(shares: np.ndarray, weights: np.ndarray, labels: list[str], position: int, title: str) -> go.Figure:
+    """A head's direct effect split by source position, over the WINDOW positions up to `position`; the hover
+    gives the head's attention weight on each."""
+    shown = window(position, position + 1)
+    cols = list(shown)
+    values = shares[shown.start:shown.stop]
+    fig = go.Figure(go.Bar(
+        x=cols, y=values, marker_color=np.where(values >= 0, "#4393c3", "#d6604d"),
+        customdata=np.stack([position_names(labels, shown), weights[shown.start:shown.stop]], -1),
+        hovertemplate=t("trace.fig.source_hover") + "<extra></extra>"))
+    fig.add_hline(y=0, line_color="#888")
+    fig.update_xaxes(tickmode="array", tickvals=cols, ticktext=[labels[i] for i in cols], tickangle=0,
+                     tickfont=dict(family="monospace", size=12), title=t("trace.fig.source_positions"))
+    fig.update_yaxes(title=t("trace.fig.contribution"))
+    return _layout(fig, title, 340)
+
+
+def side_grid(values: np.ndarray, rows: list[str], columns: list[str], title: str) -> go.Figure:
+    """Senders × the receiver's sides (query, key, value): the share each restores, numbers written in."""
+    bound = max(1.0, float(np.nanmax(np.abs(values))))
+    fig = go.Figure(go.Heatmap(z=values, x=columns, y=rows, colorscale=DIVERGING, zmid=0, zmin=-bound, zmax=bound,
+                               texttemplate="%{z:.2f}", textfont=dict(size=13), xgap=2, ygap=2,
+                               colorbar=dict(title=t("trace.fig.restored"), thickness=12),
+                               hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", tickfont=MONO)
+    return _layout(fig, title, 140 + 30 * len(rows))
 
 
 def head_grid(values: np.ndarray, title: str, colour_title: str) -> go.Figure:

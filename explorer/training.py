@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gptcore import checkpoint as ckpt
-from gptcore import runs
+from gptcore import folders, runs
 from gptcore.baselines import bigram_val_loss, uniform_loss
 from gptcore.data import unknown_warning
 from gptcore.describe import describe_model, describe_training, format_duration, format_step
 from gptcore.errors import Message, message
-from gptcore.train import Diverged, Trainer, diverging_message
+from gptcore.events import CheckpointEvent, DoneEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
+from gptcore.failures import Diverged, diverged_message, diverging_message
+from gptcore.train import Trainer
 
 from . import i18n
 from .i18n import t
@@ -71,28 +72,30 @@ def baseline_losses(trainer: Trainer) -> dict:
     return {"uniform": uniform_loss(V), "bigram": bigram_val_loss(trainer.train_ids, trainer.val_ids, V)}
 
 
-def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
+def _training_job(trainer: Trainer, name: str) -> Callable[[Job], str]:
     """The job function: runs the trainer in the job's thread and mirrors its events into job.data."""
     tc, history = trainer.tc, trainer.history
 
-    def on_event(job: Job, kind: str, d: dict):
-        if kind == "step":
-            done = d["step"] - trainer.start_step + 1
-            job.update(progress=done / max(1, tc.steps - trainer.start_step + 1),
-                       data={k: d[k] for k in ("step", "loss", "tokens_per_s", "eta_s", "elapsed_s")})
-            job.append("curve_step", d["step"])
-            job.append("curve_loss", d["loss"])
-        elif kind == "eval":
-            job.append("evals", d)
-            job.update(data={"diverging": trainer.diverging})
-        elif kind == "sample":
-            job.append("samples", d)
-        elif kind == "checkpoint":
-            job.update(data={"checkpoint_step": d["step"]})
-        elif kind == "final_eval":
-            job.update(data={"final_val": d["val"], "diverging": trainer.diverging})
-        elif kind == "done":
-            job.update(data={"elapsed_s": d["wall_time"], "checkpoint_step": d["step"], "eta_s": 0.0})
+    def on_event(job: Job, event: TrainingEvent):
+        match event:
+            case StepEvent():
+                done = event.step - trainer.start_step + 1
+                job.update(progress=done / max(1, tc.steps - trainer.start_step + 1),
+                           data={"step": event.step, "loss": event.loss, "tokens_per_s": event.tokens_per_s,
+                                 "eta_s": event.eta_s, "elapsed_s": event.elapsed_s})
+                job.append("curve_step", event.step)
+                job.append("curve_loss", event.loss)
+            case EvalEvent():
+                job.append("evals", {"step": event.step, "train": event.train, "val": event.val})
+                job.update(data={"diverging": trainer.diverging})
+            case SampleEvent():
+                job.append("samples", {"step": event.step, "text": event.text})
+            case CheckpointEvent():
+                job.update(data={"checkpoint_step": event.step})
+            case FinalEvalEvent():
+                job.update(data={"final_val": event.val, "diverging": trainer.diverging})
+            case DoneEvent():
+                job.update(data={"elapsed_s": event.wall_time, "checkpoint_step": event.step, "eta_s": 0.0})
 
     def fn(job: Job) -> str:
         job.update(data={
@@ -106,17 +109,17 @@ def _training_job(trainer: runs.RunTrainer, name: str) -> Callable[[Job], str]:
                       zip(history["eval_step"], history["eval_train"], history["eval_val"])],
             "samples": [], "unknown": unknown_warning(trainer.unknown), **baseline_losses(trainer)})
         try:
-            return trainer.run(lambda kind, d: on_event(job, kind, d), job.control)
+            return trainer.run(lambda event: on_event(job, event), job.control)
         except Diverged as e:
             job.update(data={"diverged": True})
-            raise Diverged.of(trainer.diverged_message(e)) from None
+            raise Diverged.of(diverged_message(e, trainer.out_dir)) from None
 
     return fn
 
 
-def start_run(registry: JobRegistry, trainer: runs.RunTrainer) -> Job:
+def start_run(registry: JobRegistry, trainer: Trainer) -> Job:
     """Train in a background job named after the run folder; JobRefused names the job in the way."""
-    name = ckpt.shown_name(trainer.out_dir)
+    name = folders.shown_name(trainer.out_dir)
     return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
 
 

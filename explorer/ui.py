@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 import sys
 import threading
 import traceback
@@ -43,9 +44,11 @@ def show_source(*objects, label: str | None = None) -> None:
 def quiz(key: str, question: str, options: list[str], correct: set[int], explanation: str) -> bool | None:
     """A check-your-understanding question; several correct options make it multiple choice.
 
-    Returns True/False once answered, None before.
+    Returns True/False once answered, None before. A checked answer keeps its verdict through the page's other
+    reruns (a demo's progress, another widget) until the answer is changed.
     """
     multi = len(correct) > 1
+    checked_key = f"{key}-checked"
     with st.container(border=True):
         st.markdown(t("ui.quiz.heading", question=question))
         if multi:
@@ -56,12 +59,14 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
             pick = st.radio(t("ui.quiz.answer"), range(len(options)), format_func=options.__getitem__, index=None,
                             key=f"{key}-radio", label_visibility="collapsed")
             chosen = set() if pick is None else {pick}
-        if not st.button(t("ui.quiz.check"), key=f"{key}-check"):
+        if st.button(t("ui.quiz.check"), key=f"{key}-check"):
+            if not chosen:
+                st.warning(t("ui.quiz.pick_first"))
+                return None
+            st.session_state[checked_key] = chosen
+        if st.session_state.get(checked_key) != chosen:
             return None
         right = chosen == correct
-        if not chosen:
-            st.warning(t("ui.quiz.pick_first"))
-            return None
         (st.success if right else st.error)(t("ui.quiz.right" if right else "ui.quiz.wrong", explanation=explanation))
         return right
 
@@ -92,6 +97,50 @@ def sidebar() -> None:
         if names := checkpoint_names():
             st.caption(t("sidebar.active_checkpoint", name=default_checkpoint(names)))
         st.fragment(job_status, run_every=2 if registry.active() else None)()
+
+
+TOOLBAR_BAND = 34  # px at a chart's top kept free: Plotly's toolbar appears there, at the right, under the pointer
+TEXT_LINE = 24  # px taken by one line of a title or of a horizontal legend
+CHART_CONFIG = {"displaylogo": False}
+
+
+def show_chart(fig, key: str, where=None, config: dict | None = None, **options):
+    """Draw a Plotly figure (in `where`, a column or container, else the page) with a toolbar that covers nothing.
+
+    Every chart of the app goes through here, so no title or legend is ever drawn under the toolbar."""
+    config = {**CHART_CONFIG, **(config or {})}
+    if config.get("displayModeBar", True) and not config.get("staticPlot"):
+        clear_toolbar_band(fig)
+    return (where or st).plotly_chart(fig, key=key, config=config, **options)
+
+
+def clear_toolbar_band(fig) -> None:
+    """Stack a top legend, subplot titles and the title just above the plot area, and make the top margin hold
+    them plus the toolbar's band. (Plotly centres a title in the top margin, where the toolbar appears.)"""
+    layout = fig.layout
+    stacked = 0  # px from the plot area's top up to the band
+    if layout.legend.orientation == "h" and (layout.legend.y or 0) >= 1:
+        layout.legend.update(y=1, yanchor="bottom")
+        stacked += TEXT_LINE
+    if any(note.yref == "paper" and (note.y or 0) >= 1 for note in layout.annotations):  # subplot titles
+        stacked = max(stacked, TEXT_LINE)
+    if layout.title.text:
+        layout.title.update(y=1, yref="paper", yanchor="bottom", pad_b=stacked + 6)
+        stacked += TEXT_LINE * (layout.title.text.count("<br>") + 1) + 6
+    layout.margin.t = max(layout.margin.t or 0, TOOLBAR_BAND + stacked)
+
+
+STORY_BREAK = re.compile(r"\n?<\|endoftext\|>\n?")  # gptcore.tokenizer.END_OF_TEXT with the newlines around it
+
+
+def with_story_breaks(text: str) -> str:
+    """Text from a model or a corpus as a reader expects it: the marker between two stories becomes a divider line.
+    Show `story_break_note()` once near it."""
+    return STORY_BREAK.sub(f"\n{t('ui.story_break')}\n", text)
+
+
+def story_break_note() -> None:
+    st.caption(t("ui.story_break_note"))
 
 
 _TORCH_LOADER = threading.Lock()  # held for good by the one thread that loads torch

@@ -34,7 +34,7 @@ def bigram_val_loss(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: 
     """Mean cross-entropy on val of a bigram model fitted on train (add-alpha smoothing; 1 = add-one).
 
     Scores positions 1..N-1 of val, each from the one character before it: the same positions
-    `train.evaluate` scores, with one character of context instead of up to `context`.
+    `step.evaluate` scores, with one character of context instead of up to `context`.
     """
     if len(val_ids) < 2:
         raise ValueError("need at least 2 validation tokens")

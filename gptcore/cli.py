@@ -7,17 +7,18 @@ Several processes (one per GPU, or a few on a CPU) train one run under torchrun,
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
-from . import ddp
+from . import ddp, locks
 from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
 from .corpus import MAX_DRILLS
 from .data import CorpusError, load_corpus, unknown_warning
@@ -25,11 +26,15 @@ from .describe import format_step
 from .device import describe as describe_device
 from .device import dtype_name, resolve
 from .errors import UserError, printable
+from .events import DivergingEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
+from .failures import Diverged, diverged_message, diverging_message
+from .folders import safe_name
 from .prepare import TOKENS, is_prepared, open_prepared
 from .recipes import RECIPES
-from .runs import RunTrainer
+from .runs import continued_run, new_run
 from .sources import CorpusSource
-from .train import Diverged, TrainControl, diverging_message, encode_split, evaluate
+from .step import evaluate
+from .train import TrainControl, encode_split
 
 FILE_CHARS = 1_000_000  # what the tutorial trains on: the first million characters of its file
 
@@ -103,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--prompt", default="O")
     sample.add_argument("--chars", type=int, default=200)
     sample.add_argument("--temperature", type=float, default=1.0)
-    sample.add_argument("--top-k", type=int, default=None)
+    sample.add_argument("--top-k", type=int, default=0, help="draw only from the k most likely tokens (0 = off, "
+                                                             "the default)")
     sample.add_argument("--seed", type=int, default=0)
     for command in (ev, sample):
         command.add_argument("--device", **flag_options(settings(TrainConfig)["device"]))
@@ -116,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
         prep.add_argument(s.flag, dest="vocab_size" if name == "bpe_vocab" else name,
                           **{**flag_options(s), "default": s.default})
     copying = sub.add_parser("copying", help="does a checkpoint copy from its context? loss per copy and induction "
-                                             "heads on random text shown twice")
+                                             "heads on four families of text said twice (random characters, random "
+                                             "common words, plain sentences, names), then on random ids")
     copying.add_argument("--checkpoint", required=True)
     copying.add_argument("--length", type=int, default=None, help="characters per copy (default: context // repeats)")
     copying.add_argument("--repeats", type=int, default=2)
     copying.add_argument("--sequences", type=int, default=16, help="random sequences to average over")
     copying.add_argument("--seed", type=int, default=0)
+    copying.add_argument("--examples", type=int, default=32, help="examples per family of text")
     # Everything after `bench` goes to the bench package's own parser ('+' so that no flag is taken here).
     bench_parser = sub.add_parser("bench", prefix_chars="+", add_help=False,
                                   help="benchmarks (the repository's bench/ package): bench [NAME] [flags]")
@@ -145,15 +153,15 @@ class Progress:
         self.stream, self.last = stream, 0.0
         self.tty = stream.isatty()
 
-    def __call__(self, d: dict):
+    def __call__(self, event: StepEvent):
         now = time.monotonic()
         if now - self.last < (0.5 if self.tty else 30.0):
             return
         self.last = now
-        total = d["total_steps"]
-        bar = "#" * int(30 * (d["step"] + 1) / (total + 1))
-        line = (f"[{bar:<30}] {format_step(d['step'], total)}  {d['tokens_per_s']:,.0f} tok/s  "
-                f"ETA {d['eta_s']:.0f}s  loss {d['loss']:.3f}")
+        total = event.total_steps
+        bar = "#" * int(30 * (event.step + 1) / (total + 1))
+        line = (f"[{bar:<30}] {format_step(event.step, total)}  {event.tokens_per_s:,.0f} tok/s  "
+                f"ETA {event.eta_s:.0f}s  loss {event.loss:.3f}")
         self.stream.write(f"\r{line} " if self.tty else line + "\n")
         self.stream.flush()
 
@@ -177,7 +185,7 @@ def new_or_resumed_configs(args, out: Path) -> tuple[GPTConfig | None, TrainConf
         # where it computes is this command's choice, not the run's (it may continue on another machine)
         base = {k: v for k, v in base.items() if k not in PLACE}
         return None, TrainConfig.from_dict({**base, **flags})
-    ckpt.check_new_folder(out)
+    locks.check_new_folder(out)
     recipe = RECIPES[args.recipe]
     return (GPTConfig.from_dict({**recipe.model.to_dict(), **picked(args, GPTConfig)}),
             TrainConfig.from_dict({**recipe.train.to_dict(), **flags}))
@@ -221,8 +229,12 @@ def stop_on_signals(control: TrainControl):
 
 
 def cmd_train(args) -> int:
-    out = Path(os.path.abspath(args.out))  # (so that '.' and 'runs/..' name their folder)
-    if (name := ckpt.safe_name(out.name)) != out.name:
+    out = Path(os.path.abspath(args.out))  # (so that 'runs/..' names its folder)
+    if out == Path.cwd():
+        print("error: --out names the current folder: give the run a folder of its own, e.g. --out checkpoints/NAME",
+              file=sys.stderr)
+        return 2
+    if (name := safe_name(out.name)) != out.name:
         print(f"note: the checkpoint folder is named {name}: '{printable(out.name)}' is not a usable checkpoint "
               "name (letters, digits, '.', '_', '-')", file=sys.stderr)
         out = out.parent / name
@@ -242,8 +254,10 @@ def cmd_train(args) -> int:
 
 def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist) -> int:
     """Train in this process (one of several under torchrun, where process 0 alone prints and writes)."""
-    trainer = RunTrainer(model_cfg, tc, corpus, source, out_dir=out,
-                         resume_from=out if args.resume else None, dist=dist)
+    if args.resume:
+        trainer = continued_run(out, tc, corpus, source, dist)
+    else:
+        trainer = new_run(model_cfg, tc, corpus, source, out, dist)
     say = print if trainer.main else (lambda *a, **k: None)
     if warning := unknown_warning(trainer.unknown):
         say(f"warning: {warning}", file=sys.stderr)
@@ -259,23 +273,24 @@ def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist
     control = TrainControl()
     progress = Progress()
 
-    def on_event(kind, d):
-        if kind == "step":
-            progress(d)
-        elif kind == "eval":
+    def on_event(event: TrainingEvent):
+        if isinstance(event, StepEvent):
+            progress(event)
+            return
+        if isinstance(event, EvalEvent | FinalEvalEvent | SampleEvent | DivergingEvent):
             progress.clear()
-            print(f"step {d['step']:4d}  train {d['train']:.3f}  val {d['val']:.3f}", flush=True)
-        elif kind == "final_eval":
-            progress.clear()
-            print(f"final val loss over the whole val split: {d['val']:.4f}")
-        elif kind == "sample":
-            progress.clear()
-            print(f"--- sample at step {d['step']} ---\n{d['text']}\n---", flush=True)
-        elif kind == "diverging":
-            progress.clear()
-            print(f"warning: {diverging_message(d)}" if d is not None else
-                  "note: the validation loss is back below twice ln V: the run is no longer diverging",
-                  file=sys.stderr, flush=True)
+        match event:
+            case EvalEvent(step=step, train=train, val=val):
+                print(f"step {step:4d}  train {train:.3f}  val {val:.3f}", flush=True)
+            case FinalEvalEvent(val=val):
+                print(f"final val loss over the whole val split: {val:.4f}")
+            case SampleEvent(step=step, text=text):
+                print(f"--- sample at step {step} ---\n{text}\n---", flush=True)
+            case DivergingEvent(diverging=True):
+                print(f"warning: {diverging_message(event.record())}", file=sys.stderr, flush=True)
+            case DivergingEvent(diverging=False):
+                print("note: the validation loss is back below twice ln V: the run is no longer diverging",
+                      file=sys.stderr, flush=True)
 
     t0 = time.time()
     try:
@@ -283,7 +298,7 @@ def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist
             status = trainer.run(on_event, control)
     except Diverged as e:
         progress.clear()
-        say(f"error: {trainer.diverged_message(e)}", file=sys.stderr)
+        say(f"error: {diverged_message(e, trainer.out_dir)}", file=sys.stderr)
         return 3
     except UserError:  # a full disk, a folder that is not free: said by main
         progress.clear()
@@ -363,11 +378,25 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_copying(args) -> int:
-    from .copying import format_report, measure_copying
+    from .copying import format_families, format_report, measure_copying, measure_families
 
     loaded = ckpt.load_checkpoint(args.checkpoint)
-    print(format_report(measure_copying(loaded.model, args.length, args.repeats, args.sequences, args.seed)))
+    random_ids = measure_copying(loaded.model, args.length, args.repeats, args.sequences, args.seed)
+    if loaded.tokenizer.kind == "char":
+        print(f"each family: {args.examples} spans said twice; loss in nats per character, ratio = second / first")
+        print(format_families(measure_families(loaded.model, loaded.tokenizer, args.examples, args.seed)))
+        print()
+    print(format_report(random_ids))
     return 0
+
+
+def tell_launcher(text: str) -> None:
+    """Under torchrun, leave the sentence in the error file it reads back, so that its failure report names our
+    reason instead of a link to its docs. (It prints that report, with its own traceback, for any non-zero exit.)"""
+    if error_file := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        with suppress(OSError):  # the report is only the launcher's; the sentence is printed already
+            Path(error_file).write_text(json.dumps({"message": {"message": text,
+                                                                "extraInfo": {"timestamp": str(int(time.time()))}}}))
 
 
 def main(argv=None) -> int:
@@ -386,6 +415,7 @@ def main(argv=None) -> int:
         return commands[args.command](args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        tell_launcher(str(e))
         return 2
     except KeyboardInterrupt:  # a second Ctrl-C during training, or one before it started: files are written atomically
         print("\ninterrupted: nothing after the last saved checkpoint was kept", file=sys.stderr)

@@ -10,13 +10,21 @@ Pure torch, so `python -m gptcore copying` stays light to import.
 """
 from __future__ import annotations
 
+import random
+import re
+import string
+from collections import Counter
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from .corpus import SEPARATOR, generate_stories
 from .errors import InputError
 from .model import GPT
+from .tokenizer import Tokenizer
 
 DEFAULT_SEQUENCES = 16
 
@@ -141,4 +149,174 @@ def format_report(report: CopyingReport, k: int = 4) -> str:
     lines += [f"  {name}  {score:.3f}" for name, score in report.top_heads(report.induction, k)]
     lines.append("previous-token heads (attention to the character just before):")
     lines += [f"  {name}  {score:.3f}" for name, score in report.top_heads(report.previous_token, k)]
+    return "\n".join(lines)
+
+
+# --- Copying what a learner types: four families of ordinary text -------------------------------------------------
+
+FAMILIES = ("characters", "words", "sentence", "name")
+FAMILY_EXAMPLES = 32
+HELD_OUT_SEED = 9_001  # the built-in stories of this seed are no shipped run's training text
+SENTENCES_FILE = Path(__file__).with_name("copying_sentences.txt")
+COMMON_NAMES = ("Lily", "Tom", "Ben", "Mia", "Sam", "Lucy", "Max", "Anna", "Jack", "Emma", "Leo", "Rosa", "Finn",
+                "Nora", "Omar", "Ruby", "Zoe", "Hugo", "Ivy", "Kai")
+NAME_FRAMES = ("Once there was a {kind} named {name}. One morning {name} went out to play.",
+               "{name} had a red kite. The wind took it away, and {name} ran after it.",
+               "A little {kind} called {name} lived by the sea. Every day {name} looked at the waves.",
+               "Mom said, \"Where is {name}?\" Dad smiled and said, \"{name} is in the garden.\"")
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A text whose span text[first:first + length] is said again at text[second:second + length]."""
+
+    text: str
+    first: int
+    second: int
+    length: int
+
+    def __post_init__(self):
+        if self.text[self.first:self.first + self.length] != self.text[self.second:self.second + self.length]:
+            raise ValueError(f"{self.text!r} does not say its span again at {self.second}")
+
+
+def _twice(span: str, between: str = " ") -> Repeat:
+    return Repeat(span + between + span, 0, len(span) + len(between), len(span))
+
+
+def _story_words(stories: str, n: int = 400) -> list[str]:
+    """The stories' n most widespread lower-case words: those in the most stories, so no story's invented name or
+    magic word is among them."""
+    spread = Counter(w for story in stories.split(SEPARATOR) for w in set(re.findall(r"\b[a-z]{2,}\b", story)))
+    return [w for w, _ in spread.most_common(n)]
+
+
+@cache
+def _sentences() -> list[str]:
+    """Plain sentences of the kind a learner types, written for this measurement (none comes from a corpus)."""
+    return SENTENCES_FILE.read_text(encoding="utf-8").splitlines()
+
+
+@cache
+def _held_out_words() -> list[str]:
+    return _story_words(generate_stories(200_000, seed=HELD_OUT_SEED))
+
+
+def family_examples(family: str, n: int = FAMILY_EXAMPLES, seed: int = 0, span: int = 50) -> list[Repeat]:
+    """n examples of one family, each a span of about `span` characters (a name: the name) said twice.
+
+    - characters: random letters and digits;
+    - words: random sequences of the stories' common words;
+    - sentence: a plain story sentence (SENTENCES_FILE, written for this test, in no corpus), repeated;
+    - name: a name, invented or common, introduced and used again in an ordinary sentence.
+    The common words are those of the built-in stories of HELD_OUT_SEED; each family draws from its own generator.
+    """
+    if n < 1:
+        raise InputError("copying.examples", "the number of examples must be at least 1, got {n}", n=n)
+    rng = random.Random(f"{family}-{seed}")
+    if family == "characters":
+        alphabet = string.ascii_letters + string.digits
+        return [_twice("".join(rng.choice(alphabet) for _ in range(span))) for _ in range(n)]
+    if family == "words":
+        words, examples = _held_out_words(), []
+        for _ in range(n):
+            picked = []
+            while len(" ".join(picked)) < span:
+                picked.append(rng.choice(words))
+            examples.append(_twice(" ".join(picked), ". "))
+        return examples
+    if family == "sentence":
+        return [_twice(line) for line in rng.sample(_sentences(), n)] if n <= len(_sentences()) else \
+            [_twice(rng.choice(_sentences())) for _ in range(n)]
+    if family == "name":
+        examples = []
+        for i in range(n):
+            name = rng.choice(COMMON_NAMES) if i % 2 else _invented_name(rng)
+            text = rng.choice(NAME_FRAMES).format(name=name, kind=rng.choice(("girl", "boy", "cat", "dog")))
+            first = text.index(name)
+            examples.append(Repeat(text, first, text.index(name, first + len(name)), len(name)))
+        return examples
+    raise InputError("copying.family", "unknown family {family}: one of {families}", family=family,
+                     families=", ".join(FAMILIES))
+
+
+def _invented_name(rng: random.Random) -> str:
+    onsets, vowels, ends = "b d f g k l m n p r s t v z br tr".split(), "a e i o u".split(), "a o in el ix ora".split()
+    return "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(rng.randint(1, 2))).capitalize() + \
+        rng.choice(ends)
+
+
+@dataclass
+class FamilyReport:
+    family: str
+    n_examples: int
+    first_loss: float  # mean nats per character of the span's first saying (its first character left out)
+    second_loss: float  # the same for the second saying
+    induction: torch.Tensor  # (L, H) mean attention from the second saying to the character after its match
+
+    @property
+    def ratio(self) -> float:
+        return self.second_loss / self.first_loss
+
+    def best_head(self) -> tuple[str, float]:
+        n_head = self.induction.shape[-1]
+        score, i = self.induction.flatten().max(0)
+        return f"L{int(i) // n_head}H{int(i) % n_head}", float(score)
+
+
+def usable_examples(model: GPT, tokenizer: Tokenizer, examples: list[Repeat]) -> list[Repeat]:
+    """The examples whose characters the model knows and whose text fits its context."""
+    return [r for r in examples if not tokenizer.unknown(r.text) and len(r.text) <= model.cfg.context]
+
+
+@torch.no_grad()
+def measure_family(model: GPT, tokenizer: Tokenizer, family: str, n: int = FAMILY_EXAMPLES,
+                   seed: int = 0) -> FamilyReport:
+    """Second-saying against first-saying loss, and each head's induction score, over n examples of a family."""
+    if tokenizer.kind != "char":
+        raise InputError("copying.char_only", "the copying families are measured per character: this model's "
+                         "tokenizer is {kind}", kind=tokenizer.kind)
+    examples = usable_examples(model, tokenizer, family_examples(family, n, seed))
+    if not examples:
+        raise InputError("copying.no_examples", "no {family} example fits this model: its vocabulary or context "
+                         "is too small", family=family)
+    width = max(len(r.text) for r in examples)
+    # padded on the right: a causal model's outputs at a position never see what comes after it
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    for row, r in enumerate(examples):
+        ids[row, :len(r.text)] = torch.tensor(tokenizer.encode(r.text))
+    was_training = model.training
+    model.eval()
+    try:
+        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
+    finally:
+        model.train(was_training)
+    losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float().cpu(), ids[:, 1:].flatten(),
+                             reduction="none").view(len(examples), -1)  # losses[b, t]: predicting t + 1
+    patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)
+    patterns = patterns.cpu().double()  # (B, L, H, T, T)
+    first, second, induction = [], [], []
+    for row, r in enumerate(examples):
+        first.append(losses[row, r.first:r.first + r.length - 1].mean())
+        second.append(losses[row, r.second:r.second + r.length - 1].mean())
+        queries = torch.arange(r.second, r.second + r.length - 1)
+        induction.append(patterns[row][..., queries, queries - (r.second - r.first) + 1].mean(-1))
+    return FamilyReport(family, len(examples), float(torch.stack(first).mean()), float(torch.stack(second).mean()),
+                        torch.stack(induction).mean(0))
+
+
+def measure_families(model: GPT, tokenizer: Tokenizer, n: int = FAMILY_EXAMPLES, seed: int = 0) -> list[FamilyReport]:
+    """One report per family that has an example the model can read (a small context or vocabulary has none)."""
+    return [measure_family(model, tokenizer, family, n, seed) for family in FAMILIES
+            if usable_examples(model, tokenizer, family_examples(family, n, seed))]
+
+
+def format_families(reports: list[FamilyReport]) -> str:
+    if not reports:
+        return "no family of text fits this model's vocabulary and context"
+    lines = [f"{'family':<12}{'examples':>9}{'first':>8}{'second':>8}{'ratio':>7}  best induction head"]
+    for r in reports:
+        head, score = r.best_head()
+        lines.append(f"{r.family:<12}{r.n_examples:>9}{r.first_loss:>8.3f}{r.second_loss:>8.3f}{r.ratio:>7.2f}  "
+                     f"{head} {score:.2f}")
     return "\n".join(lines)

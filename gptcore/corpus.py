@@ -23,7 +23,9 @@ Only `random.Random` is used, so generating text never touches torch's RNG.
 import random
 import re
 import string
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import InputError, Message, message
 
@@ -36,257 +38,38 @@ ECHO_CHANCE = 0.8  # share of stories that are a game of echo: a made-up word sa
 MAX_DRILLS = 0.9  # the largest share of copy drills: the rest are stories
 DRILL_LENGTHS = (8, 64)  # characters in one drill's line, at least and at most
 
-# subject, object, possessive, reflexive, past tense of "to be"
-_PRONOUNS = {
-    "she": ("she", "her", "her", "herself", "was"),
-    "he": ("he", "him", "his", "himself", "was"),
-    "it": ("it", "it", "its", "itself", "was"),
-    "they": ("they", "them", "their", "themselves", "were"),
-}
+# The vocabulary and the story parts: word lists, places, plots' props, songs and speech tags (see the file's notes)
+WORDS_FILE = Path(__file__).with_name("corpus_words.toml")
+with WORDS_FILE.open("rb") as _file:
+    _WORDS = tomllib.load(_file)
 
-# --- vocabulary ------------------------------------------------------------
-
-# Names are invented per story from syllables, so no amount of memorising predicts them: a model can only
-# get "Tavina" right the second time by copying it from where the story first said it.
-_ONSETS = "b br d dr f fl g gl h j k kl l m n p pl r s sk sl sn st t tr v w z ch sh".split()
-_VOWELS = "a e i o u a e i o u ee oo ai".split()
-_MIDDLES = "b d f g k l m n p r s t v z".split()
-_NAME_ENDS = {"she": "a a i ie ette elle ina ly", "he": "o o an en ick us ot um", "it": "ix ax ob ip oz"}
-_NAME_ENDS = {pron: ends.split() for pron, ends in _NAME_ENDS.items()}
+_PRONOUNS = _WORDS["pronouns"]  # pronoun -> subject, object, possessive, reflexive, past tense of "to be"
+_ONSETS, _VOWELS, _MIDDLES = (_WORDS["names"][part].split() for part in ("onsets", "vowels", "middles"))
+_NAME_ENDS = {pron: ends.split() for pron, ends in _WORDS["names"]["ends"].items()}
 _CODE_CHARS = string.ascii_uppercase + string.ascii_lowercase + string.digits
 _GIBBERISH_CHARS = _CODE_CHARS + "  ,;:'-"  # (spaces twice: gibberish has words in it)
 # every character the stories and their separator use: a drill may hold any of them, as a model's vocabulary does
 DRILL_CHARS = "\n !\"',-.:;<>?|" + _CODE_CHARS
 
-_KID_ADJS = "little young small happy kind sweet curious cheerful brave".split()
-_ANIMALS = """cat dog bird mouse rabbit bunny duck bear fox frog squirrel puppy
-kitten elephant fish owl turtle pig lamb goat pony hamster parrot""".split()
-_GROUPS = "ducks bunnies birds squirrels frogs geese".split()
-_TRAITS = """kind happy curious shy brave funny playful gentle cheerful clever silly
-friendly busy sweet smart quiet helpful polite""".split()
-_HOBBIES = [
-    "play outside", "sing songs", "draw pictures", "dance", "read books",
-    "build things", "help others", "explore", "pick flowers", "splash in puddles",
-    "climb trees", "look at the stars", "make new friends", "run fast",
-    "bake cookies", "tell jokes", "play games", "watch the clouds",
-    "collect shells", "hum little tunes",
-]
-_HOMES = [
-    "in a little house", "near a big forest", "in a small town", "by the sea",
-    "on a quiet street", "in a cozy home", "near a green hill", "on a busy farm",
-]
-_TIMES = [
-    "sunny morning", "warm afternoon", "bright day", "cool morning",
-    "lovely day", "quiet evening", "sunny day", "breezy afternoon",
-]
+_CAST = _WORDS["cast"]
+_KID_ADJS, _ANIMALS, _GROUPS, _TRAITS = (_CAST[part].split() for part in ("kid_adjectives", "animals", "groups",
+                                                                          "traits"))
+_HOBBIES, _HOMES, _TIMES, _ADULTS = _CAST["hobbies"], _CAST["homes"], _CAST["times"], _CAST["adults"]
+_OBJ_ADJS, _COLOURS = _WORDS["objects"]["adjectives"].split(), _WORDS["objects"]["colours"].split()
+_OBJECTS = [(group[:5], noun) for group in _WORDS["objects"]["groups"] for noun in group[5].split()]
+_FOODS, _FOOD_ADJS = _WORDS["food"]["foods"].split(), _WORDS["food"]["adjectives"].split()
 
-_OBJ_ADJS = """big small little shiny old new pretty tiny special fancy bright
-lovely beautiful sparkly nice""".split()
-_COLOURS = "red blue green yellow pink purple orange white black brown gold silver".split()
+_PLACES = [line.split("|") for line in _WORDS["places"]["places"].splitlines()]
+_WATER, _INDOOR = set(_WORDS["places"]["water"]), set(_WORDS["places"]["indoor"])
+_SPOTS, _DISTRACTIONS = _WORDS["places"]["spots"], _WORDS["places"]["distractions"]
 
-# Nouns grouped by what a child does with them, so "she liked to fly her kite"
-# and "she wore her hat" come out right. '_' joins words, '*' marks plurals.
-# Columns: verb, past, -ing, how it breaks, what fixes it, nouns.
-_OBJECT_GROUPS = [
-    ("play with", "played with", "playing with", "broke", "some glue",
-     "ball toy_car toy_train toy_truck puzzle yo-yo robot_toy whistle bell "
-     "marbles* jack-in-the-box music_box dollhouse toy_dinosaur"),
-    ("throw", "threw", "throwing", "cracked", "some tape", "frisbee beanbag ball"),
-    ("fly", "flew", "flying", "tore", "some tape", "kite paper_plane toy_plane toy_rocket"),
-    ("hug", "hugged", "hugging", "ripped", "a needle and thread",
-     "doll teddy_bear stuffed_bunny toy_lion puppet blanket pillow "
-     "toy_elephant rag_doll stuffed_dog"),
-    ("wear", "wore", "wearing", "tore", "a needle and thread",
-     "hat scarf coat dress cape sweater bow ribbon boots* shoes* mittens* socks* gloves*"),
-    ("wear", "wore", "wearing", "broke", "some glue", "crown necklace bracelet ring watch"),
-    ("read", "read", "reading", "tore", "some tape",
-     "book map storybook picture_book letter comic_book"),
-    ("ride", "rode", "riding", "broke", "some tools",
-     "bike scooter wagon sled skateboard tricycle rocking_horse"),
-    ("sail", "sailed", "sailing", "cracked", "some glue", "boat toy_boat toy_ship"),
-    ("draw with", "drew with", "drawing with", "snapped", "some tape",
-     "crayons* pencils* markers* paintbrush"),
-    ("carry", "carried", "carrying", "cracked", "some glue",
-     "basket bucket box bag backpack jar lunchbox cup lantern shell"),
-    ("build with", "built with", "building with", "broke", "some glue", "blocks* bricks*"),
-    ("play", "played", "playing", "broke", "some glue",
-     "flute guitar trumpet drum xylophone harmonica horn tambourine violin"),
-    ("wave", "waved", "waving", "broke", "some tape", "wand flag"),
-    ("spin", "spun", "spinning", "broke", "some glue", "top pinwheel"),
-]
-_OBJECTS = [(g[:5], noun) for g in _OBJECT_GROUPS for noun in g[5].split()]
-
-# plural or uncountable, so "some {food}" and "the {food}" both read well
-_FOODS = """cookies apples berries grapes muffins cupcakes carrots cherries sandwiches
-pancakes crackers nuts plums peaches strawberries pretzels buns donuts bananas oranges
-cake pie soup bread honey cheese jam pizza popcorn toast lemonade milk juice candy
-ice_cream""".split()
-_FOOD_ADJS = "yummy sweet fresh warm tasty juicy".split()
-
-# name | preposition for "where" | features for "a nice place with X and Y"
-_PLACES = [line.split("|") for line in """\
-the park|at|tall trees;a big slide;green grass;a little pond;red swings
-the beach|at|soft sand;big waves;pretty shells;a tall lighthouse
-the forest|in|tall trees;soft moss;singing birds;a little stream
-the garden|in|pretty flowers;a small pond;green bushes;busy bees
-the meadow|in|tall grass;yellow flowers;busy bees;a big old oak
-the farm|on|a big red barn;cows and pigs;a tall windmill;fields of corn
-the lake|at|clear water;little fish;a wooden dock;white ducks
-the river|by|fast water;smooth stones;a small bridge;green frogs
-the pond|by|lily pads;green frogs;quiet ducks;tall reeds
-the hill|on|soft grass;a lone tree;a great view;wild flowers
-the playground|at|a tall slide;a sandbox;a merry-go-round;monkey bars
-the zoo|at|big lions;tall giraffes;funny monkeys;a baby elephant
-the library|at|many books;big soft chairs;a quiet corner;a friendly librarian
-the school|at|a big yard;bright classrooms;a tall flagpole;a garden
-the market|at|fresh fruit;busy stalls;friendly sellers;sweet smells
-the bakery|at|warm bread;sweet cakes;a big oven;tasty cookies
-the toy store|at|shiny toys;tall shelves;a toy train;colorful balls
-the castle|at|tall towers;a big gate;a long hall;a deep moat
-the cave|in|dark corners;cool rocks;quiet echoes;sparkly stones
-the jungle|in|tall trees;loud parrots;long vines;big leaves
-the backyard|in|a little swing;a green lawn;a tall fence;a vegetable patch
-the kitchen|in|a big table;a warm oven;a bowl of fruit;shiny pots
-the attic|in|old boxes;a dusty trunk;a small window;old toys
-the barn|in|soft hay;sleepy cows;a big door;a friendly horse
-the town|in|busy streets;small shops;a big clock;a pretty fountain
-the village|in|little houses;a small well;a stone bridge;friendly people
-the mountain|on|big rocks;cold wind;a snowy top;tall pine trees
-the field|in|tall grass;wild flowers;buzzing bees;a wooden fence
-the woods|in|tall trees;a narrow path;soft leaves;a hollow log
-the orchard|in|apple trees;sweet pears;busy bees;long rows of trees
-the island|on|white sand;palm trees;a hidden cove;bright shells
-the harbor|at|big boats;loud gulls;a long pier;fishing nets
-the campsite|at|a big tent;a warm fire;tall pines;a starry sky
-the fair|at|a big wheel;yummy snacks;fun games;a merry-go-round
-the circus|at|funny clowns;a big tent;dancing bears;bright lights
-the museum|at|old bones;shiny gems;big paintings;a dinosaur
-the pool|at|cool water;a diving board;bright floats;a little slide
-the bridge|on|a great view;a wooden rail;the river below;passing boats
-the valley|in|green hills;a small creek;grazing sheep;wild flowers
-the ice rink|at|smooth ice;bright lights;happy skaters;warm cocoa
-the treehouse|in|a rope ladder;a tiny window;a secret door;wooden walls
-the lighthouse|at|a tall tower;a bright light;a winding stair;a view of the sea
-the train station|at|big trains;a loud whistle;a busy platform;a big clock
-Grandma's house|at|a cozy porch;a warm fireplace;a big garden;a sleepy cat
-the swamp|in|muddy water;tall reeds;green frogs;old logs
-the pumpkin patch|in|big orange pumpkins;twisty vines;a scarecrow;hay bales
-the flower shop|at|pretty roses;sweet smells;colorful pots;tall sunflowers
-the sandbox|in|soft sand;little shovels;sand castles;toy buckets
-the clearing|in|soft grass;bright sunshine;a ring of trees;wild berries
-the aquarium|at|colorful fish;a big shark;slow turtles;a glass tunnel
-the playroom|in|soft rugs;many toys;a toy box;a little table
-the living room|in|a soft couch;a warm rug;a big window;a cozy fireplace
-the porch|on|a rocking chair;a wind chime;a little step;potted plants
-the fire station|at|a big red truck;shiny helmets;a tall ladder;friendly firefighters
-the post office|at|many letters;a big counter;tall shelves;a friendly clerk
-the snowy hill|on|soft snow;a steep slope;tall pine trees;cold air
-the greenhouse|in|warm air;green plants;tiny seedlings;bright flowers""".splitlines()]
-
-# places where rain, mud, lost toys in the grass or stuck kittens make no sense
-_WATER = {"the lake", "the river", "the pond", "the beach", "the harbor", "the pool"}
-_INDOOR = {
-    "the library", "the school", "the bakery", "the toy store", "the kitchen", "the attic",
-    "the barn", "the museum", "the train station", "the aquarium", "the playroom",
-    "the living room", "the fire station", "the post office", "the greenhouse",
-    "Grandma's house", "the flower shop",
-}
-
-_SPOTS = [
-    "under the bench", "behind a big rock", "in the tall grass", "under a tree",
-    "behind the bushes", "next to the fence", "under some leaves", "near an old log",
-    "by the flowers", "inside an old box", "under a pile of sand", "behind a door",
-]
-_DISTRACTIONS = [
-    "a pretty butterfly", "a big bug", "a funny bird", "a baby rabbit", "a rolling acorn",
-    "a little frog", "a busy ant", "a shiny stone", "a red leaf", "a fat caterpillar",
-]
-# what scares the hero: thing, challenge, challenge in the past tense, where it is
-_FEARS = [
-    ("the big slide", "go down the big slide", "went down the big slide", "to the playground"),
-    ("the deep water", "swim in the deep water", "swam in the deep water", "to the lake"),
-    ("the tall tree", "climb the tall tree", "climbed the tall tree", "to the woods"),
-    ("the big waves", "jump over the waves", "jumped over the waves", "to the beach"),
-    ("the high swing", "ride the high swing", "rode the high swing", "to the park"),
-    ("the old bridge", "walk across the old bridge", "walked across the old bridge",
-     "to the river"),
-    ("the big stage", "sing on the big stage", "sang on the big stage", "to the school show"),
-    ("the dark cave", "go into the dark cave", "went into the dark cave", "to the hills"),
-    ("the tall horse", "ride the tall horse", "rode the tall horse", "to the farm"),
-    ("the steep hill", "roll down the steep hill", "rolled down the steep hill",
-     "to the meadow"),
-    ("the loud drums", "march in the parade", "marched in the parade", "to the town parade"),
-    ("the big wheel", "ride the big wheel", "rode the big wheel", "to the fair"),
-    ("the diving board", "jump off the diving board", "jumped off the diving board",
-     "to the pool"),
-    ("the slippery ice", "skate on the ice", "skated on the ice", "to the ice rink"),
-]
-# someone in trouble: who, how they are named later, pronoun, problem, fix
-_HELPEES = [
-    ("a little bird", "the bird", "it", "was stuck in a thorny bush",
-     "gently pulled the branches apart, and the bird flew free"),
-    ("a tiny kitten", "the kitten", "it", "was stuck up in a tree",
-     "climbed up slowly and carried the kitten down"),
-    ("an old man", "the old man", "he", "had dropped all of his apples",
-     "picked up every apple and put them back in the old man's bag"),
-    ("an old woman", "the old woman", "she", "could not find her glasses",
-     "looked all around and found the old woman's glasses on a bench"),
-    ("a baby duck", "the duck", "it", "could not find its mother",
-     "walked with the duck to the pond, where its mother was waiting"),
-    ("a small puppy", "the puppy", "it", "was lost and scared",
-     "read the name tag on the puppy's collar and took the puppy home"),
-    ("a tiny ant", "the ant", "it", "was trying to carry a big crumb",
-     "carried the crumb all the way to the ant hill"),
-    ("a turtle", "the turtle", "it", "was stuck on its back",
-     "carefully turned the turtle over"),
-    ("a little boy", "the boy", "he", "had fallen and hurt his knee",
-     "helped the boy up and found him a bandage"),
-    ("a little girl", "the girl", "she", "had lost her way home",
-     "walked with the girl until she saw her house"),
-]
-_GIFTS = [
-    ("drew a picture of", "picture"), ("made a card for", "card"),
-    ("picked flowers for", "flowers"), ("baked a little cake for", "cake"),
-    ("made a paper crown for", "crown"), ("made a clay pot for", "pot"),
-]
-_TREASURES = [
-    "a shiny gold coin", "a tiny silver key", "a pretty blue stone", "an old map", "a little music box",
-    "a string of pearls", "a bag of marbles", "a green glass bird", "a small golden bell", "a toy ship",
-]
-# a silly song's parts; the song is sung twice, word for word
-_SONG_VERBS = "hop skip clap spin jump tap swing twirl stomp wiggle march dance".split()
-_SONG_GOALS = "moon sea hill tree river sky town sun bridge gate".split()
-_SONGS = [
-    "{V}, {v}, little {colour} {animal}, {v2} all the way to the {goal}!",
-    "{W}, {w}! The {colour} {animal} likes to {v2}!",
-    "{V} and {v2}, {v} and {v2}, {w} says the {animal}!",
-    "{W}, {w}, {v} to the {goal}, {v2} with the {colour} {animal}!",
-]
-# sign, event, what it looks like after, what they do after
-_WEATHER = [
-    ("dark clouds filled the sky", "it began to rain", "a big rainbow was in the sky",
-     "jumped in the puddles"),
-    ("the air got very cold", "soft white snow began to fall", "everything was white",
-     "built a big snowman"),
-    ("the trees began to sway", "a strong wind began to blow",
-     "red and yellow leaves were everywhere", "chased the leaves"),
-]
-# warning, what goes wrong
-_WARNINGS = [
-    ("Do not play near the mud", "{he} slipped, and {his} {obj} fell into the mud"),
-    ("Do not go too close to the water", "{his} {obj} fell into the water"),
-    ("Stay close to me", "{he} wandered off and could not find the way back"),
-    ("Do not climb on the fence", "{he} fell off the fence and hurt {his} knee"),
-    ("Do not run so fast", "{he} tripped on a rock and fell down"),
-    ("Do not eat too much candy", "{he} ate too much candy and got a tummy ache"),
-    ("Put on your coat, it is cold", "{he} got very cold and began to shiver"),
-]
-
-_TAGS = {
-    "?": (("asked",), ("asked",)),
-    "!": (("said", "shouted", "cried", "exclaimed", "yelled"),) * 2,
-    ".": (("said", "said", "whispered"), ("replied", "said", "answered")),
-}
+_PLOT_PARTS = _WORDS["plots"]
+_FEARS, _HELPEES, _GIFTS = _PLOT_PARTS["fears"], _PLOT_PARTS["helpees"], _PLOT_PARTS["gifts"]
+_TREASURES, _WEATHER, _WARNINGS = _PLOT_PARTS["treasures"], _PLOT_PARTS["weather"], _PLOT_PARTS["warnings"]
+_ECHO_ROUNDS = _PLOT_PARTS["echo_rounds"]
+_SONG_VERBS, _SONG_GOALS = _WORDS["songs"]["verbs"].split(), _WORDS["songs"]["goals"].split()
+_SONGS = _WORDS["songs"]["songs"]
+_TAGS = _WORDS["speech_tags"]  # a line's last character -> [verbs of a first line, verbs of a reply]
 
 
 @dataclass(frozen=True)
@@ -435,10 +218,6 @@ def _named_friend(b: _Builder, animals=None):
     else:
         noun = b.pick(animals)
     return _invent_name(b, pron), pron, noun
-
-
-_ADULTS = {"mom": ("Mom", "she"), "dad": ("Dad", "he"),
-           "grandma": ("Grandma", "she"), "grandpa": ("Grandpa", "he")}
 
 
 def _companion(b: _Builder, role: str):
@@ -860,14 +639,6 @@ def _plot_weather(b: _Builder):
           "It was the most fun {H} ever had {at_place}.")
 
 
-_ECHO_ROUNDS = [
-    '{a} said, "{w}!" {B} said it right back, twice: "{w}! {w}!"',
-    '"{w}!" called {a}. "{w}! {w}!" called {b}.',
-    '{a} shouted, "{w}!" Then {b} shouted, "{w}, {w}!"',
-    '"{w}!" said {a}, and {b} said, "{w}! {w}!"',
-]
-
-
 def _plot_echo(b: _Builder):
     """The echo game: one says a made-up word, the other says it right back twice, the words growing longer.
 
@@ -948,28 +719,94 @@ def copy_drill(rng: random.Random) -> str:
     return rng.choice(("", " ", "\n")).join([line] * rng.choice((2, 2, 3)))  # twice in 2 drills of 3
 
 
+_RETOLD = _WORDS["retellings"]
+_R_NAMES, _R_ANIMALS, _R_ADJS = (_RETOLD[k].split() for k in ("names", "animals", "adjectives"))
+_R_THINGS, _R_FOODS, _R_WORDS = (_RETOLD[k].split() for k in ("things", "foods", "words"))
+_R_PLACES, _R_VERBS = (_RETOLD[k].replace("\n", "|").strip("|").split("|") for k in ("places", "verbs"))
+_R_ADULTS, _R_SONGS = _RETOLD["adults"], _RETOLD["songs"]
+
+
+def _random_sentence(rng: random.Random) -> str:
+    """A plain sentence whose every word is drawn at random: grammar predicts its shape, only a copy its words."""
+    return _cap(f"the {rng.choice(_R_ADJS)} {rng.choice(_R_ANIMALS)} {rng.choice(_R_VERBS)} {rng.choice(_R_PLACES)}"
+                f" with {_a(rng.choice(_R_ADJS))} {rng.choice(_R_THINGS)}.")
+
+
+def _things(rng: random.Random, n: int) -> str:
+    items = [_a(f"{rng.choice(_R_ADJS)} {thing}") for thing in rng.sample(_R_THINGS, n)]
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _repeated_thing(rng: random.Random) -> str:
+    """Something to say twice: a random sentence, a list of things, words in random order, a song line, a code."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        return _random_sentence(rng)
+    if kind == 1:
+        return _cap(_things(rng, rng.randint(2, 4))) + "."
+    if kind == 2:
+        return " ".join(rng.choice(_R_WORDS) for _ in range(rng.randint(3, 9)))
+    if kind == 3:
+        return rng.choice(_R_SONGS) + "."
+    return "".join(rng.choices(_CODE_CHARS, k=rng.randint(6, 24)))
+
+
+def retelling(rng: random.Random) -> str:
+    """A short scene in which something is said again, word for word, within a few dozen characters: said back,
+    passed on as a message, packed and unpacked, sung as a refrain, or just written twice, with a cue (quotes, "said
+    it back") or with none, so that copying pays wherever a repeat appears. Each scene fits a 128-character context
+    with its repeat."""
+    a, b = rng.sample(_R_NAMES, 2)
+    frame = rng.randrange(7)
+    if frame == 5:  # a new name, used again
+        name, food = _invent_name(_Builder(rng), rng.choice(("she", "he"))), rng.choice(_R_FOODS)
+        return f"{a} met a new friend called {name}. {name} liked {food}, and {a} liked {name}."
+    if frame == 6:  # a list recalled
+        items, place = _things(rng, rng.randint(2, 4)), rng.choice(_R_PLACES)
+        return f"{a} packed {items}. At {place}, {a} took out {items}."
+    line = _repeated_thing(rng)
+    if frame == 0:
+        return f'{_cap(rng.choice(_R_ADULTS))} said, "{line}" {a} said it back: "{line}"'
+    if frame == 1:
+        x, y = rng.sample(_R_ANIMALS, 2)
+        return f'The {x} told the {y}, "{line}" The {y} ran to {b} and said, "{line}"'
+    if frame == 2:  # written twice, on two lines
+        return f"{line}\n{line}"
+    if frame == 3:  # written twice in a row
+        return f"{line} {line}"
+    return f"{a} sang, {line} {b} sang, {line}"
+
+
 def check_drills(drills: float) -> None:
     if not 0 <= drills <= MAX_DRILLS:
         raise InputError("corpus.drills", "the share of copy drills must be from 0 to {limit}, got {drills}",
                          limit=MAX_DRILLS, drills=drills)
 
 
-def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0) -> str:
+def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0, retellings: float = 0.0) -> str:
     """Return exactly n_chars characters (truncate the last story) of stories,
     deterministic for (n_chars, seed, drills); the prefix for a smaller n_chars with the
     same seed and drills must equal the prefix of a larger one.
 
     drills: the share of the characters given to copy drills, placed between the stories. The drills draw from
-    their own generator, so the stories are the same ones, in the same order, whatever the share."""
+    their own generator, so the stories are the same ones, in the same order, whatever the share.
+    retellings: the same for retellings (`retelling`), a share of the characters at most MAX_DRILLS together
+    with the drills."""
     if n_chars < 0:
         raise ValueError("n_chars must be >= 0")
     check_drills(drills)
+    check_drills(retellings)
+    check_drills(drills + retellings)
     rng, drill_rng = random.Random(seed), random.Random(f"copy drills {seed}")
-    parts, total, drilled = [], -len(SEPARATOR), 0
+    retell_rng = random.Random(f"retellings {seed}")
+    parts, total, drilled, retold = [], -len(SEPARATOR), 0, 0
     while total < n_chars:
         if drilled < drills * max(total, 0):
             parts.append(copy_drill(drill_rng))
             drilled += len(parts[-1])
+        elif retold < retellings * max(total, 0):
+            parts.append("\n".join(retelling(retell_rng) for _ in range(retell_rng.randint(3, 6))))
+            retold += len(parts[-1])
         else:
             parts.append(generate_story(rng).text)
         total += len(SEPARATOR) + len(parts[-1])

@@ -1,4 +1,5 @@
-"""Checkpoint folders by name, without loading torch: where they live, which names are usable, which exist.
+"""Checkpoint folders by name, without loading torch: where they live, which names are usable, which exist, and
+renaming or deleting one.
 
 The app's first screen (the sidebar names the active checkpoint and any background job) needs only this much, so
 it can draw before torch has loaded.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 from .errors import UserError, printable
@@ -58,3 +60,27 @@ def list_checkpoints(root: Path | None = None) -> list[Path]:
         return []
     # (a name starting with "." is never a checkpoint's: safe_name refuses it; an import unpacks there)
     return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "model.safetensors").is_file())
+
+
+def check_own_folder(directory: Path, root: Path | None = None) -> Path:
+    """directory (made absolute) when it is a folder right inside root and not a link: deleting or renaming it
+    then changes only that folder. Its last part is never resolved: a link named like a run may point anywhere."""
+    directory, root = Path(os.path.abspath(directory)), root_folder(root).resolve()
+    if directory.parent.resolve() != root or directory.name in ("", ".", ".."):
+        raise CheckpointError("checkpoint.outside_root", "{path} is not inside {root}, so it is left as it is",
+                              path=directory, root=root)
+    if directory.is_symlink() or not directory.is_dir():
+        raise CheckpointError("checkpoint.not_own_folder", "{path} is a link or a file, not a checkpoint folder: "
+                              "it is left as it is", path=directory)
+    return directory
+
+
+def delete_checkpoint(directory: Path, root: Path | None = None) -> None:
+    shutil.rmtree(check_own_folder(directory, root))
+
+
+def rename_checkpoint(directory: Path, new_name: str, root: Path | None = None) -> Path:
+    directory, target = check_own_folder(directory, root), checkpoint_dir(new_name, root)
+    if target.exists() or target.is_symlink():
+        raise CheckpointError("checkpoint.name_taken", "a checkpoint named '{name}' already exists", name=target.name)
+    return directory.rename(target)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from . import checkpoint as ckpt
 from . import copying
 from .errors import InputError
-from .model import GPT
+from .model import GPT, check_sampling
 from .tokenizer import Tokenizer, visible
 
 DEFAULT_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
@@ -196,13 +196,14 @@ def char_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
-    """The distribution GPT.stream samples from: softmax(logits / temperature) over the top k (all if None);
+    """The distribution GPT.stream samples from: softmax(logits / temperature) over the top k (all if 0 or None);
     temperature 0 (or one so small that logits / temperature overflows) puts everything on the most likely token."""
+    check_sampling(temperature, top_k)
     logits = logits.float()
     scaled = logits / temperature if temperature else None
     if scaled is None or not torch.isfinite(scaled).all():
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    if top_k is not None and top_k < logits.shape[-1]:
+    if top_k and top_k < logits.shape[-1]:
         kth = torch.topk(scaled, top_k).values[..., -1, None]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     return scaled.softmax(-1)

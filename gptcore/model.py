@@ -15,7 +15,6 @@ import torch.nn.functional as F
 
 from .config import ConfigError, GPTConfig
 from .errors import InputError
-from .linear import Linear
 
 
 class HookPoint(nn.Module):
@@ -43,7 +42,7 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps: float):
-        inv_rms = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)
+        inv_rms = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)  # trace: norm
         normed = x * inv_rms
         ctx.save_for_backward(normed, weight, inv_rms)
         return normed * weight
@@ -95,7 +94,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     kernel instead of six (slicing, four products, stack). The result is bitwise the same.
     """
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # a view: no copy of x
-    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)  # trace: rotate
 
 
 def _hook_pair(qk: torch.Tensor, hook_q: HookPoint, hook_k: HookPoint) -> torch.Tensor:
@@ -111,8 +110,8 @@ class Attention(nn.Module):
         super().__init__()
         self.n_head, self.causal = cfg.n_head, cfg.causal
         self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
-        self.qkv = Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
-        self.proj = Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
         # Hook points. Per-head vectors are (B, T, H, d_head): q, k, v before RoPE, rot_q, rot_k after it,
         # z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each head's share of
         # the output after W_O. scores (pre-softmax, scaled and masked) and pattern are (B, H, T_query, T_key).
@@ -124,10 +123,11 @@ class Attention(nn.Module):
     def forward(self, x, rope=None, cache=None):
         B, T, C = x.shape
         # (B, T, 3C) -> (B, T, {q,k,v}, H, d_head): each head attends inside its own d_head-dim subspace
-        qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)
+        qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)  # trace: qkv
         qk = _hook_pair(qk, self.hook_q, self.hook_k)
         if rope is not None:  # q and k rotated together, in one kernel
             cos, sin = rope
+            # trace: rope
             qk = _hook_pair(apply_rope(qk, cos[:, None, None], sin[:, None, None]), self.hook_rot_q, self.hook_rot_k)
         # -> (B, H, T, d_head) views; unbind and split (not indexing) keep the backward free of zero-filled copies
         q, k = (t.transpose(1, 2) for t in qk.unbind(2))
@@ -144,21 +144,21 @@ class Attention(nn.Module):
         if self.hook_result.active:
             return self.hook_result(self._per_head(z)).sum(2)
         # transpose left z non-contiguous, so .view would fail: reshape copies when it must
-        return self.proj(z.reshape(B, T, C))
+        return self.proj(z.reshape(B, T, C))  # trace: proj
 
     def _explicit(self, q, k, v, causal: bool):
         """softmax(q·kᵀ·scale + M)·v written out, so the scores and weights can pass through their hook points."""
-        scores = (q @ k.transpose(-2, -1)) * self.scale
+        scores = (q @ k.transpose(-2, -1)) * self.scale  # trace: scores
         if causal:
             Tq, Tk = scores.shape[-2:]
             future = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)
-            scores = scores.masked_fill(future, float("-inf"))
-        return self.hook_pattern(self.hook_scores(scores).softmax(-1)) @ v
+            scores = scores.masked_fill(future, float("-inf"))  # trace: mask
+        return self.hook_pattern(self.hook_scores(scores).softmax(-1)) @ v  # trace: pattern
 
     def _per_head(self, z):
         """(B, T, H, d_model): head h's z times its own d_head columns of W_O. Summed over heads, this is proj(z)."""
         w_o = self.proj.weight.view(-1, self.n_head, z.shape[-1])  # (d_model, H, d_head)
-        return torch.einsum("bthd,chd->bthc", z, w_o)
+        return torch.einsum("bthd,chd->bthc", z, w_o)  # trace: per_head
 
 
 class FeedForward(nn.Module):
@@ -168,19 +168,19 @@ class FeedForward(nn.Module):
         super().__init__()
         self.kind = cfg.ffn
         self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn]
-        self.w1 = Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         if cfg.ffn == "swiglu":
-            self.w3 = Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
-        self.w2 = Linear(cfg.d_ff, cfg.d_model, bias=False)
+            self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
         # (B, T, d_ff) hook points: w1 x, act(w1 x), the gate w3 x, and what enters w2
         self.hook_pre, self.hook_act = HookPoint(), HookPoint()
         self.hook_gate, self.hook_hidden = HookPoint(), HookPoint()
 
     def forward(self, x):
-        h = self.hook_act(self.act(self.hook_pre(self.w1(x))))
+        h = self.hook_act(self.act(self.hook_pre(self.w1(x))))  # trace: ffn_pre, ffn_act
         if self.kind == "swiglu":
-            h = h * self.hook_gate(self.w3(x))
-        return self.w2(self.hook_hidden(h))
+            h = h * self.hook_gate(self.w3(x))  # trace: ffn_gate, ffn_hidden
+        return self.w2(self.hook_hidden(h))  # trace: ffn_out
 
 
 class Block(nn.Module):
@@ -198,12 +198,14 @@ class Block(nn.Module):
     def forward(self, x, rope=None, cache=None):
         x = self.hook_resid_pre(x)
         if self.pre_norm:  # norm only on the branch: the residual trunk stays a clean chain of additions
-            attn_out = self.hook_attn_out(self.attn(self.hook_ln1_out(self.ln1(x)), rope, cache))
-            x = self.hook_resid_mid(x + attn_out)
-            ffn_out = self.hook_ffn_out(self.ffn(self.hook_ln2_out(self.ln2(x))))
-            return self.hook_resid_post(x + ffn_out)
+            attn_out = self.hook_attn_out(self.attn(self.hook_ln1_out(self.ln1(x)), rope, cache))  # trace: ln1
+            x = self.hook_resid_mid(x + attn_out)  # trace: resid_mid
+            ffn_out = self.hook_ffn_out(self.ffn(self.hook_ln2_out(self.ln2(x))))  # trace: ln2
+            return self.hook_resid_post(x + ffn_out)  # trace: resid_post
         # post-norm: the trunk itself is normed
+        # trace: resid_mid_norm
         x = self.hook_resid_mid(self.hook_ln1_out(self.ln1(x + self.hook_attn_out(self.attn(x, rope, cache)))))
+        # trace: resid_post_norm
         return self.hook_resid_post(self.hook_ln2_out(self.ln2(x + self.hook_ffn_out(self.ffn(x)))))
 
 
@@ -219,7 +221,6 @@ class LayerCache:
         return self.k, self.v
 
 
-
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -229,7 +230,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
         self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
-        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # (B, T, d_model): token embedding rows, learned position rows (if any), the final norm's output
         self.hook_embed, self.hook_pos_embed, self.hook_ln_f_out = HookPoint(), HookPoint(), HookPoint()
         if cfg.position == "rope":  # computed once, not on every forward as in the tutorial's sketch
@@ -254,13 +255,14 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.context:
             raise ValueError(f"{start + T} positions exceed the model's context of {self.cfg.context}")
-        x = self.hook_embed(self.emb(idx))
+        x = self.hook_embed(self.emb(idx))  # trace: embed
         if self.pos_emb is not None:
+            # trace: pos_embed
             x = x + self.hook_pos_embed(self.pos_emb(torch.arange(start, start + T, device=idx.device)))
         rope = self._rope(start, T)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, None if caches is None else caches[i])
-        logits = self.head(self.hook_ln_f_out(self.ln_f(x)))
+        logits = self.head(self.hook_ln_f_out(self.ln_f(x)))  # trace: ln_f, logits
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 
@@ -369,8 +371,9 @@ def check_sampling(temperature: float, top_k: int | None) -> None:
             or temperature < 0:
         raise InputError("model.bad_temperature", "temperature must be a finite number, 0 or more (0 = always the "
                          "most likely character), got {value}", value=repr(temperature))
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise InputError("model.bad_top_k", "top_k must be a whole number, 1 or more, got {value}", value=repr(top_k))
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
+        raise InputError("model.bad_top_k", "top_k must be a whole number, 0 (off) or more, got {value}",
+                         value=repr(top_k))
 
 
 def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:
@@ -379,11 +382,11 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Te
     Temperature 0, or one so small that logits / temperature overflows, picks the most likely token."""
     if not torch.isfinite(logits).all():
         raise NonFiniteLogits("the model's outputs are NaN or infinite: its weights are broken (a diverged run?)")
-    scaled = logits / temperature if temperature else None
+    scaled = logits / temperature if temperature else None  # trace: temperature
     if scaled is None or not torch.isfinite(scaled).all():
-        return logits.argmax(-1, keepdim=True)
+        return logits.argmax(-1, keepdim=True)  # trace: argmax
     logits = scaled
-    if top_k is not None and top_k < logits.shape[-1]:
+    if top_k and top_k < logits.shape[-1]:  # (0 or None: every token)
         kth = torch.topk(logits, top_k).values[..., -1, None]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator)
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)  # trace: sample

@@ -44,6 +44,7 @@ TRAIN_FRACTION = 0.9
 READ_BYTES = 8 << 20
 BPE_SAMPLE_CHARS = 100_000_000  # a BPE learns its merges from at most this much of the training part
 MAX_CHAR_VOCAB = 100_000  # GPTConfig's vocabulary limit
+CHECK_TOKENS = 1 << 24  # ids read at a time when a token file's range is checked (32 MB of uint16)
 
 Progress = Callable[[str, int, int], None]  # (phase, bytes done, bytes in all)
 
@@ -98,27 +99,19 @@ def is_prepared(path: str | os.PathLike) -> bool:
 
 
 def open_prepared(path: str | os.PathLike) -> PreparedCorpus:
-    """Open a prepared folder; its token file is mapped, not read. Every problem becomes a CorpusError."""
+    """Open a prepared folder; its token file is mapped, not read, once its ids are checked against the vocabulary.
+    Every problem becomes a CorpusError that says which folder to prepare again."""
     path = Path(path)
-    try:
-        header = json.loads((path / HEADER).read_text())
-        tokenizer = tokenizer_from_dict(json.loads((path / TOKENIZER).read_text()))
-    except TokenizerError as e:
-        raise CorpusError("prepare.bad_tokenizer", "{path}: {reason}", path=str(path / TOKENIZER),
-                          reason=e.message) from None
-    except (OSError, ValueError) as e:  # (a missing file, or JSON that does not parse)
-        raise CorpusError("prepare.unreadable", "{path} is not a readable prepared corpus ({error})", path=str(path),
-                          error=str(e)) from None
+    header = read_json(path / HEADER, path)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise CorpusError("prepare.not_header", "{path} is not a gptcore token header (no '{format}' format)",
                           path=str(path / HEADER), format=FORMAT)
     try:
-        dtype, n, split = np.dtype(header["dtype"]), int(header["tokens"]), int(header["train_tokens"])
-        if dtype not in (np.uint16, np.uint32):
-            raise ValueError(f"token dtype {dtype}")
-    except (KeyError, TypeError, ValueError) as e:
-        raise CorpusError("prepare.damaged", "{path} is damaged ({error})", path=str(path / HEADER),
-                          error=str(e)) from None
+        tokenizer = tokenizer_from_dict(read_json(path / TOKENIZER, path))
+    except TokenizerError as e:
+        raise CorpusError("prepare.bad_tokenizer", "{path}: {reason}", path=str(path / TOKENIZER),
+                          reason=e.message) from None
+    dtype, n, split = header_counts(header, path)
     size = (path / TOKENS).stat().st_size if (path / TOKENS).is_file() else -1
     if size != n * dtype.itemsize or not 0 < split < n:
         raise CorpusError("prepare.size_mismatch", "{path} holds {size:,} bytes, but the header announces {n:,} "
@@ -127,8 +120,48 @@ def open_prepared(path: str | os.PathLike) -> PreparedCorpus:
     if tokenizer.vocab_size != header.get("vocab_size"):
         raise CorpusError("prepare.vocab_mismatch", "{path}: the tokenizer has {n:,} tokens, the header says "
                           "{announced}", path=str(path), n=tokenizer.vocab_size, announced=header.get("vocab_size"))
+    if (largest := largest_id(path / TOKENS, dtype)) >= tokenizer.vocab_size:  # (an embedding lookup would fail)
+        raise CorpusError("prepare.id_out_of_range", "{path} holds token id {id:,}, but its tokenizer has only {n:,} "
+                          "tokens: prepare {folder} again", path=str(path / TOKENS), id=largest,
+                          n=tokenizer.vocab_size, folder=str(path))
     return PreparedCorpus(path, header, tokenizer, TokenArray(path / TOKENS, dtype, n, 0, split),
                           TokenArray(path / TOKENS, dtype, n, split, n))
+
+
+def read_json(file: Path, folder: Path):
+    """The JSON in one of a prepared folder's files; a missing, unreadable or broken file is said in a sentence."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CorpusError("prepare.missing_file", "{folder} has no {name}: prepare the corpus again",
+                          folder=str(folder), name=file.name) from None
+    except OSError as e:
+        raise CorpusError("prepare.unreadable", "cannot read {path}: {reason}", path=str(file),
+                          reason=e.strerror or str(e)) from None
+    except ValueError:  # (not UTF-8, or not JSON)
+        raise CorpusError("prepare.not_json", "{path} is not valid JSON: prepare the corpus again",
+                          path=str(file)) from None
+
+
+def header_counts(header: dict, folder: Path) -> tuple[np.dtype, int, int]:
+    """(token dtype, tokens, training tokens) from a header; an entry missing or unusable is named."""
+    for field in ("dtype", "tokens", "train_tokens"):
+        value = header.get(field)
+        usable = value in ("uint16", "uint32") if field == "dtype" else \
+            isinstance(value, int) and not isinstance(value, bool)
+        if not usable:
+            raise CorpusError("prepare.damaged", "{path} lacks a usable '{field}' entry: prepare the corpus again",
+                              path=str(folder / HEADER), field=field)
+    return np.dtype(header["dtype"]), header["tokens"], header["train_tokens"]
+
+
+def largest_id(tokens: Path, dtype: np.dtype) -> int:
+    """The largest id in a token file, read a chunk at a time (nothing stays mapped or held)."""
+    largest = 0
+    with open(tokens, "rb") as f:
+        while len(chunk := np.fromfile(f, dtype=dtype, count=CHECK_TOKENS)):
+            largest = max(largest, int(chunk.max()))
+    return largest
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

@@ -26,8 +26,9 @@ RECIPES = {
         GPTConfig(), TrainConfig()),
     "quick": Recipe(
         "Quick demo",
-        "Half a minute to a minute on two cores: the same model, steps 0–200 of batch 16 with the fast recipe's "
-        "optimizer (Muon, cosine schedule). It learns words, spacing and dialogue; for stories, train longer.",
+        "One to two minutes on two CPU cores (longer while they are busy): the same model, steps 0–200 of batch 16 "
+        "with the fast recipe's optimizer (Muon, cosine schedule). It learns words, spacing and dialogue; for "
+        "stories, train longer.",
         GPTConfig(), TrainConfig(steps=200, batch_size=16, warmup=20, eval_every=25, sample_every=50,
                                  sample_chars=150, **MUON)),
     "fast": Recipe(

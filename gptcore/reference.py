@@ -100,7 +100,7 @@ def tutorial_twin(model: GPT) -> TutorialGPT:
     with INIT_LOCK, torch.random.fork_rng(devices=[]):  # its throwaway init must not shift a seeded build elsewhere
         twin = TutorialGPT(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff)
     twin.load_state_dict(model.state_dict())
-    twin.cfg = cfg  # what gptcore.train.evaluate reads for the context
+    twin.cfg = cfg  # what gptcore.step.evaluate reads for the context
     return twin
 
 

@@ -1,8 +1,8 @@
 """Training runs on disk: the folders under checkpoints/, what each one's state allows, and how runs record
 their corpus.
 
-A run is a folder checkpoints/<name>/ written by `RunTrainer` (a Trainer that also records where its corpus
-came from). Its meta.json is the source of truth for the runs table; a run whose meta.json still says
+A run is a folder checkpoints/<name>/ written by a Trainer from `new_run` or `continued_run` (which also record
+where its corpus came from). Its meta.json is the source of truth for the runs table; a run whose meta.json still says
 "running" while no job of this process trains it was cut off by a crash or restart, and is listed as
 "interrupted" (its last checkpoint resumes it). A meta.json that cannot be read at all, or gives no step, is
 "unreadable"; one with values of the wrong kind is "damaged" (those values are left out, the rest is listed).
@@ -18,35 +18,36 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import checkpoint as ckpt
-from . import folders
+from . import folders, locks
 from .config import PLACE, ConfigError, GPTConfig, TrainConfig, TrainConfigError
-from .data import Corpus
 from .ddp import Distributed
 from .describe import describe_model
 from .errors import Message, message, message_record, stored_message
+from .failures import diverging_message, diverging_record
 from .folders import ACTIVE, SHIPPED
-from .prepare import PreparedCorpus
 from .sources import CorpusSource
-from .train import Trainer, diverging_message, diverging_record
+from .train import Trainer, TrainingCorpus
 
 ACTIONS = ("continue", "rename", "delete")
 
 
-class RunTrainer(Trainer):
-    """The app's and the CLI's Trainer: also records in meta.json how to load its corpus again, to continue."""
+def corpus_record(corpus: TrainingCorpus, source: CorpusSource | None) -> dict:
+    """What a run adds to its meta.json: how to load its corpus again, to continue it, and what that corpus is."""
+    described = corpus.description
+    return {"corpus_source": source.to_dict() if source else None,
+            "corpus_message": message_record(described) if isinstance(described, Message) else None}
 
-    def __init__(self, model_cfg: GPTConfig | None, tc: TrainConfig, corpus: Corpus | PreparedCorpus,
-                 source: CorpusSource | None, out_dir: Path, resume_from: Path | None = None,
-                 dist: Distributed | None = None):
-        text = corpus if isinstance(corpus, PreparedCorpus) else corpus.text  # (a token file is read as it trains)
-        super().__init__(model_cfg, tc, text, corpus.description, out_dir=out_dir, resume_from=resume_from,
-                         dist=dist)
-        self.source = source
 
-    def meta(self, status: str, wall_time: float) -> dict:
-        described = self.corpus_description
-        return {**super().meta(status, wall_time), "corpus_source": self.source.to_dict() if self.source else None,
-                "corpus_message": message_record(described) if isinstance(described, Message) else None}
+def new_run(model_cfg: GPTConfig, tc: TrainConfig, corpus: TrainingCorpus, source: CorpusSource | None,
+            out_dir: Path | None, dist: Distributed | None = None) -> Trainer:
+    """The app's and the CLI's new run, which records in meta.json where its corpus came from."""
+    return Trainer.fresh(model_cfg, tc, corpus, out_dir, dist=dist, extra_meta=corpus_record(corpus, source))
+
+
+def continued_run(folder: Path, tc: TrainConfig, corpus: TrainingCorpus, source: CorpusSource | None,
+                  dist: Distributed | None = None) -> Trainer:
+    """The run saved in folder, taken up again to train on to tc.steps (see Trainer.resume)."""
+    return Trainer.resume(folder, tc, corpus, dist=dist, extra_meta=corpus_record(corpus, source))
 
 
 def nice_interval(target: float) -> int:
@@ -86,6 +87,7 @@ class RunInfo:
     meta: dict = field(repr=False, default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # meta.json's entries of the wrong kind, left out of meta
     holder: int | None = None  # the pid of the other process training it (status "elsewhere")
+    weights_problem: Message | None = None  # why its model.safetensors, there but no file, cannot be opened
 
     def blocker(self, action: str) -> Message | None:
         """Why `action` (continue, rename or delete) is not possible for this run now; None when it is.
@@ -118,13 +120,13 @@ class RunInfo:
         if (reason := self.blocker(action)) is None:
             return
         if action == "continue":
-            raise ckpt.CheckpointError("runs.cannot_continue", "Cannot continue '{name}'. {reason}", name=self.name,
-                                       reason=reason)
+            raise folders.CheckpointError("runs.cannot_continue", "Cannot continue '{name}'. {reason}", name=self.name,
+                                          reason=reason)
         if action == "rename":
-            raise ckpt.CheckpointError("runs.cannot_rename", "Cannot rename '{name}'. {reason}", name=self.name,
-                                       reason=reason)
-        raise ckpt.CheckpointError("runs.cannot_delete", "Cannot delete '{name}'. {reason}", name=self.name,
-                                   reason=reason)
+            raise folders.CheckpointError("runs.cannot_rename", "Cannot rename '{name}'. {reason}", name=self.name,
+                                          reason=reason)
+        raise folders.CheckpointError("runs.cannot_delete", "Cannot delete '{name}'. {reason}", name=self.name,
+                                      reason=reason)
 
     @property
     def diverging(self) -> Message | None:
@@ -134,7 +136,10 @@ class RunInfo:
 
     @property
     def note(self) -> Message | str | None:
-        """What its meta.json says happened to it (a divergence, a full disk), in words; None when nothing."""
+        """Why its weights cannot be opened, or what its meta.json says happened to it (a divergence, a full disk),
+        in words; None when nothing."""
+        if self.weights_problem is not None:
+            return self.weights_problem
         said = self.meta.get("message")
         return stored_message(said) or (said if isinstance(said, str) and said else None)
 
@@ -153,13 +158,13 @@ def model_summary(run: RunInfo) -> Message | str:
     try:
         metadata = ckpt.weights_metadata(run.path / "model.safetensors")
         return describe_model(GPTConfig.from_dict(json.loads(metadata.get("config", ""))))
-    except (ckpt.CheckpointError, ConfigError, json.JSONDecodeError):
+    except (folders.CheckpointError, ConfigError, json.JSONDecodeError):
         return ""
 
 
 def run_status(meta: dict, path: Path, live: dict[str, str], holder: int | None) -> str:
-    if ckpt.shown_name(path) in live:
-        return live[ckpt.shown_name(path)]
+    if folders.shown_name(path) in live:
+        return live[folders.shown_name(path)]
     if holder is not None:
         return "elsewhere"  # another process (the command line?) is training it
     status = str(meta.get("status", "unknown"))
@@ -176,22 +181,38 @@ def corpus_of(meta: dict) -> Message | str:
     return stored_message(meta.get("corpus_message")) or meta.get("corpus", "")
 
 
+def weights_problem(weights: Path) -> Message | None:
+    """Why a weights file that is there cannot be opened (a link to a device or to nothing, a FIFO: Inspect leaves
+    such a run out); None when it is a file, or not there at all."""
+    if not (weights.exists() or weights.is_symlink()):
+        return None
+    try:
+        ckpt.check_regular_file(weights)
+    except folders.CheckpointError as e:
+        return e.message
+    return None
+
+
 def read_run(path: Path, live: dict[str, str] | None = None) -> RunInfo:
     """A run's row; a meta.json that cannot be understood gives status 'unreadable' (no step) or 'damaged' (some
-    values of the wrong kind, left out) instead of an error."""
+    values of the wrong kind, left out) instead of an error, and so do weights that are no file ('unreadable')."""
     path = Path(path)
     meta, damaged = ckpt.checked_meta(path)
     meta_file = path / "meta.json"  # (a run whose job has just started has none yet)
-    holder = ckpt.lock_holder(path)  # (read once: the row's status and its blocker's pid say the same)
-    common = dict(name=ckpt.shown_name(path), path=path, has_weights=(path / "model.safetensors").is_file(),
-                  saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0, holder=holder)
+    holder = locks.lock_holder(path)  # (read once: the row's status and its blocker's pid say the same)
+    problem = weights_problem(path / "model.safetensors")
+    common = dict(name=folders.shown_name(path), path=path, has_weights=(path / "model.safetensors").is_file(),
+                  saved=meta_file.stat().st_mtime if meta_file.is_file() else 0.0, holder=holder,
+                  weights_problem=problem)
     status = run_status(meta, path, live or {}, holder)
     if damaged is None or "step" in damaged:
         return RunInfo(**common, status=status if status in (*ACTIVE, "elsewhere") else "unreadable", step=-1,
                        total_steps=0, best_val=None, final_val=None, wall_time=0.0, params=None, corpus="",
                        damaged=["meta.json"] if damaged is None else damaged)
     vals = [v for v in meta.get("history", {}).get("eval_val", []) if math.isfinite(v)]
-    return RunInfo(**common, status="damaged" if damaged and status not in (*ACTIVE, "elsewhere") else status,
+    if status not in (*ACTIVE, "elsewhere"):  # what a live job says stands; else a fault of the folder shows
+        status = "unreadable" if problem else "damaged" if damaged else status
+    return RunInfo(**common, status=status,
                    step=meta.get("step", -1), total_steps=total_steps(meta), best_val=min(vals) if vals else None,
                    final_val=meta.get("final_val_loss"), wall_time=meta.get("wall_time", 0.0),
                    params=meta.get("params"), corpus=corpus_of(meta), meta=meta, damaged=damaged)
@@ -213,7 +234,7 @@ def zip_run(path: Path) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         for file in sorted(path.rglob("*")):
-            if file.is_file() and not file.name.endswith(".tmp") and file.name != ckpt.LOCK:
+            if file.is_file() and not file.name.endswith(".tmp") and file.name != locks.LOCK:
                 z.write(file, Path(path.name) / file.relative_to(path))
     return buffer.getvalue()
 
@@ -222,7 +243,7 @@ def suggest_name(base: str, root: Path | None = None, taken=()) -> str:
     """base-1, base-2, ...: the first name neither under root nor in taken (say, a live job's, whose thread may
     not have created its folder yet). A base too long for its number is cut, so the name is always usable."""
     root = folders.root_folder(root)
-    base = ckpt.safe_name(base)
+    base = folders.safe_name(base)
     n = 1
     while (root / (name := numbered(base, n))).exists() or name in taken:
         n += 1
@@ -234,21 +255,21 @@ def numbered(base: str, n: int) -> str:
 
 
 def new_run_dir(name: str, root: Path | None = None) -> Path:
-    """The folder of a new run named `name`, which must be free (see checkpoint.check_new_folder)."""
-    directory = ckpt.checkpoint_dir(name, root)
-    ckpt.check_new_folder(directory)
+    """The folder of a new run named `name`, which must be free (see locks.check_new_folder)."""
+    directory = folders.checkpoint_dir(name, root)
+    locks.check_new_folder(directory)
     return directory
 
 
 def rename_run(run: RunInfo, new_name: str, root: Path | None = None) -> Path:
     """Rename a run's folder; `run` must come from list_runs/read_run with this process's live jobs."""
     run.refuse("rename")
-    return ckpt.rename_checkpoint(run.path, new_name, root)
+    return folders.rename_checkpoint(run.path, new_name, root)
 
 
 def delete_run(run: RunInfo, root: Path | None = None) -> None:
     run.refuse("delete")
-    ckpt.delete_checkpoint(run.path, root)
+    folders.delete_checkpoint(run.path, root)
 
 
 def resume_config(run: RunInfo, until_step: int) -> TrainConfig:

@@ -140,7 +140,7 @@ class CharTokenizer(Tokenizer):
         return Counter(c for c in text if c not in self.stoi)
 
     def encode(self, text: str) -> list[int]:
-        return [self.stoi[c] for c in text if c in self.stoi]
+        return [self.stoi[c] for c in text if c in self.stoi]  # trace: token
 
     def decode(self, ids) -> str:
         return "".join(self.chars[int(i)] for i in ids)
@@ -226,7 +226,7 @@ class BPETokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         """The ids of text; a long text is encoded in blocks on every core (the same ids as in one piece)."""
         if len(text) <= 1 << 16:
-            return self.hf.encode(text, add_special_tokens=False).ids
+            return self.hf.encode(text, add_special_tokens=False).ids  # trace: token
         return [i for ids in self.encode_batch(list(text_blocks(text))) for i in ids]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:

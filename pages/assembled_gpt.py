@@ -7,7 +7,7 @@ import streamlit as st
 from explorer.demo_plots import diagram_figure, merge_layout_figure, shares_figure
 from explorer.i18n import say, t
 from explorer.tables import column_name, shown_table
-from explorer.ui import quiz, show_source
+from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
 from gptcore.errors import UserError
@@ -70,7 +70,7 @@ except ConfigError as e:
     cfg = None
 
 if cfg is not None:
-    st.plotly_chart(diagram_figure(anatomy.block_diagram(cfg)), key="gpt-diagram", config={"staticPlot": True})
+    show_chart(diagram_figure(anatomy.block_diagram(cfg)), key="gpt-diagram", config={"staticPlot": True})
     show_source(GPT, anatomy.block_diagram, label=t("assembled_gpt.pick.source"))
 
     # --- parameters --------------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ if cfg is not None:
     st.dataframe(shown_table(parts, "assembled_gpt", {"parameters": "{:,}", "counted in GPT": "{:,}"}),
                  hide_index=True, key="gpt-params",
                  column_config={column_name("assembled_gpt", "formula"): st.column_config.TextColumn(width="large")})
-    st.plotly_chart(shares_figure(anatomy.parameter_shares(parts, cfg.n_layer), total), key="gpt-shares")
+    show_chart(shares_figure(anatomy.parameter_shares(parts, cfg.n_layer), total), key="gpt-shares")
     if cfg == TUTORIAL:
         st.markdown(t("assembled_gpt.params.tutorial"))
         st.caption(t("assembled_gpt.params.our_vocab", ours=OUR_VOCAB, extra=OUR_VOCAB - TUTORIAL.vocab_size,
@@ -127,8 +127,8 @@ st.markdown(t("assembled_gpt.view.strides", shape=demo["shape before"], before=d
 st.code(f"RuntimeError: {demo['view error']}", language="text", wrap_lines=True)
 st.markdown(t("assembled_gpt.view.reshape", copied=demo["reshape copied"],
               equal=demo["reshape equals contiguous().view"]))
-st.plotly_chart(merge_layout_figure(demo["correct"], t("assembled_gpt.view.right")), key="gpt-vr-right")
-st.plotly_chart(merge_layout_figure(demo["wrong"], t("assembled_gpt.view.wrong")), key="gpt-vr-wrong")
+show_chart(merge_layout_figure(demo["correct"], t("assembled_gpt.view.right")), key="gpt-vr-right")
+show_chart(merge_layout_figure(demo["wrong"], t("assembled_gpt.view.wrong")), key="gpt-vr-wrong")
 show_source(anatomy.view_vs_reshape, Attention.forward)
 
 quiz("gpt-view", t("assembled_gpt.quiz.question"), [t(f"assembled_gpt.quiz.option{i}") for i in range(4)], {1},

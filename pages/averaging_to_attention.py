@@ -6,7 +6,7 @@ import streamlit as st
 from explorer.demo_plots import curves_figure, row_sums_figure, weights_heatmap
 from explorer.i18n import say, t
 from explorer.jobs import JobRefused
-from explorer.ui import job_progress, job_registry, quiz, show_source
+from explorer.ui import job_progress, job_registry, quiz, show_chart, show_source, story_break_note, with_story_breaks
 from gptcore.demos import averaging as avg
 from gptcore.model import Attention
 
@@ -42,10 +42,10 @@ T = st.slider(tr("three_ways.slider"), 2, 12, 4, key="avg-T")
 bigger = avg.averaging_example(T=T)
 axes = dict(x_title=tr("attention.x_title"), y_title=tr("attention.y_title"), hover=tr("attention.hover"))
 left, right = st.columns(2)
-left.plotly_chart(weights_heatmap(bigger.matmul_weights, title=tr("three_ways.matmul_title"), **axes),
-                  key="avg-matmul")
-right.plotly_chart(weights_heatmap(bigger.softmax_weights, title=tr("three_ways.softmax_title"), **axes),
-                   key="avg-softmax")
+show_chart(weights_heatmap(bigger.matmul_weights, title=tr("three_ways.matmul_title"), **axes),
+           where=left, key="avg-matmul")
+show_chart(weights_heatmap(bigger.softmax_weights, title=tr("three_ways.softmax_title"), **axes),
+           where=right, key="avg-softmax")
 gap = max((bigger.loop - bigger.matmul).abs().max().item(), (bigger.loop - bigger.softmax).abs().max().item())
 st.metric(tr("three_ways.gap"), f"{gap:.1e}")
 show_source(avg.averaging_example, avg.average_by_loop, avg.average_weights, avg.masked_softmax)
@@ -66,8 +66,8 @@ if not text:
 else:
     labels = [f"{i}:{c if c != ' ' else '␣'}" for i, c in enumerate(text)]
     weights = text_attention(text, sharpness, tied, causal=True, seed=int(seed))
-    st.plotly_chart(weights_heatmap(weights, labels, labels, title=tr("attention.weights_title"), fmt=".1f",
-                                    height=520, **axes), key="att-weights")
+    show_chart(weights_heatmap(weights, labels, labels, title=tr("attention.weights_title"), fmt=".1f",
+                               height=520, **axes), key="att-weights")
     show_source(avg.text_attention, avg.attention_module, avg.run_attention, Attention)
 
     # --- mask after softmax ------------------------------------------------------------------------------
@@ -76,9 +76,9 @@ else:
     leaky = avg.zero_future(text_attention(text, sharpness, tied, causal=False, seed=int(seed)))
     sums = {tr("order.mask_first"): weights.sum(-1).numpy(), tr("order.softmax_first"): leaky.sum(-1).numpy()}
     left, right = st.columns(2)
-    left.plotly_chart(weights_heatmap(leaky, labels, labels, title=tr("order.after_title"), height=520,
-                                      annotate=len(text) <= 10, **axes), key="att-after")
-    right.plotly_chart(row_sums_figure(labels, sums, tr("order.sums_title")), key="row-sums-chart")
+    show_chart(weights_heatmap(leaky, labels, labels, title=tr("order.after_title"), height=520,
+                               annotate=len(text) <= 10, **axes), where=left, key="att-after")
+    show_chart(row_sums_figure(labels, sums, tr("order.sums_title")), where=right, key="row-sums-chart")
     frame = pd.DataFrame(sums, index=pd.Index(labels, name=tr("order.query")))
     st.dataframe(frame.T.style.format(precision=3), key="row-sums")
     show_source(avg.zero_future)
@@ -123,14 +123,16 @@ else:
             st.caption(tr(f"leak.ended.{snap.status}", seconds=snap.ended - snap.started))
         curves = {variant_name(v): (snap.data.get(f"{v}/step", []), snap.data.get(f"{v}/loss", []))
                   for v, _ in avg.LEAK_VARIANTS}
-        st.plotly_chart(curves_figure(curves, LEAK_COLORS, tr("leak.curves_title"), tr("leak.x_title"),
-                                      tr("leak.y_title")), key="leak-curves")
+        show_chart(curves_figure(curves, LEAK_COLORS, tr("leak.curves_title"), tr("leak.x_title"),
+                                 tr("leak.y_title")), key="leak-curves")
         for column, (variant, _) in zip(st.columns(len(avg.LEAK_VARIANTS)), avg.LEAK_VARIANTS):
             val = snap.data.get(f"{variant}/val")
             column.metric(tr("leak.val", variant=variant_name(variant)), "—" if val is None else f"{val:.3f}")
             if f"{variant}/sample" in snap.data:
                 column.caption(tr("leak.sample", variant=variant_name(variant)))
-                column.code(snap.data[f"{variant}/sample"], language="text", wrap_lines=True)
+                column.code(with_story_breaks(snap.data[f"{variant}/sample"]), language="text", wrap_lines=True)
+        if any(f"{variant}/sample" in snap.data for variant, _ in avg.LEAK_VARIANTS):
+            story_break_note()
         if live and not snap.active:
             st.rerun()  # stop polling: a full rerun redraws this without run_every
 

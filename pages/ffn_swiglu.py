@@ -3,7 +3,7 @@ import streamlit as st
 from explorer.demo_plots import ACTIVATION_COLORS, activation_figure, ffn_budget_figure, gate_figure
 from explorer.i18n import say, t
 from explorer.tables import shown_table
-from explorer.ui import quiz, show_source
+from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import ConfigError, swiglu_hidden
 from gptcore.demos import ffn
 from gptcore.model import FeedForward
@@ -31,7 +31,7 @@ shown = st.multiselect(t("ffn_swiglu.acts.pick"), list(ACTIVATION_COLORS), defau
 zoom = st.select_slider(t("ffn_swiglu.acts.range"), [1.0, 2.0, 5.0, 10.0], value=5.0, key="ffn-range")
 curves = activation_curves(-zoom, zoom)
 if shown:
-    st.plotly_chart(activation_figure(curves, shown), key="ffn-curves")
+    show_chart(activation_figure(curves, shown), key="ffn-curves")
 else:
     st.info(t("ffn_swiglu.acts.none"))
 low = curves.loc[curves["SiLU"].idxmin()]
@@ -47,7 +47,7 @@ n_tokens = c2.slider(t("ffn_swiglu.gate.tokens"), 2, 16, 8, key="ffn-gate-tokens
 seed = c3.number_input(t("ffn_swiglu.gate.seed"), 0, 10_000, 0, key="ffn-gate-seed")
 n_units = c4.slider(t("ffn_swiglu.gate.units"), 8, 64, 32, step=8, key="ffn-gate-units")
 readout, stats = gate_readout(d_model, n_tokens, int(seed))
-st.plotly_chart(gate_figure(readout, n_units), key="ffn-gate")
+show_chart(gate_figure(readout, n_units), key="ffn-gate")
 st.caption(t("ffn_swiglu.gate.caption", d_ff=swiglu_hidden(d_model), shown=min(n_units, swiglu_hidden(d_model))))
 st.dataframe(shown_table(stats, "ffn_swiglu", precision=3), hide_index=True, key="ffn-gate-stats")
 show_source(ffn.gate_readout, ffn.feedforward, FeedForward)
@@ -77,8 +77,8 @@ if (budget["formula"] == budget["counted in FeedForward"]).all():
     st.caption(t("ffn_swiglu.budget.matches"))
 else:
     st.error(t("ffn_swiglu.budget.disagrees"))
-st.plotly_chart(ffn_budget_figure([say(name) for name in budget["FFN"]], budget["counted in FeedForward"],
-                                  int(calc_d)), key="ffn-budget-bars")
+show_chart(ffn_budget_figure([say(name) for name in budget["FFN"]], budget["counted in FeedForward"],
+                             int(calc_d)), key="ffn-budget-bars")
 show_source(swiglu_hidden, ffn.ffn_budget, ffn.count_feedforward)
 
 quiz("ffn-dff", t("ffn_swiglu.quiz.question"), ["4·d_model", "2·d_model", "8/3·d_model", "12·d_model"], {2},

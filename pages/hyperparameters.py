@@ -5,7 +5,7 @@ from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
 from explorer.i18n import say, t
 from explorer.shipped import shipped_checkpoint, shipped_version
 from explorer.tables import column_name, shown_table
-from explorer.ui import quiz, show_source
+from explorer.ui import quiz, show_chart, show_source
 from gptcore.checkpoint import CheckpointError
 from gptcore.demos import hyperparams as hp
 from gptcore.demos.anatomy import ModelShape
@@ -109,8 +109,8 @@ else:
     st.dataframe(shown_table(memory, "hyperparameters", dict.fromkeys(MEMORY_PARTS + ["training total"], hp.format_gb)),
                  hide_index=True, width="stretch", key="hp-memory")
     st.caption(t("hyperparameters.costs.memory_caption"))
-    st.plotly_chart(costs_figure(memory, hp.flops_vs_context(shape, [2 ** k for k in range(7, 18)]), shape.context),
-                    key="hp-costs")
+    show_chart(costs_figure(memory, hp.flops_vs_context(shape, [2 ** k for k in range(7, 18)]), shape.context),
+               key="hp-costs")
     st.caption(t("hyperparameters.costs.costs_caption"))
 show_source(hp.compute_parameters, hp.flops_per_token, hp.memory_table)
 
@@ -126,7 +126,7 @@ cap = c2.slider(t("hyperparameters.stability.cap"), 1.0, 50.0, 5.0, step=1.0, ke
 st.dataframe(shown_table(hp.stability_table(scale, cap), "hyperparameters", precision=4), hide_index=True,
              key="hp-stability")
 curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
-st.plotly_chart(drift_figure(curves, hp.patched_probabilities(scale, cap), scale), key="hp-drift-fig")
+show_chart(drift_figure(curves, hp.patched_probabilities(scale, cap), scale), key="hp-drift-fig")
 st.markdown(t("hyperparameters.stability.attention_reading"))
 show_source(hp.patched_logits, hp.stability_table)
 
@@ -156,7 +156,7 @@ else:
         m2.metric(t("hyperparameters.z.cross_entropy"), f"{terms['cross-entropy']:.4f}")
         m3.metric(f"p('{token_labels(text[-1])[0]}')", f"{terms['p(target)']:.3f}")
         m4.metric("z-loss", f"{terms['z-loss']:.2e}")
-        st.plotly_chart(z_loss_figure(sweep, terms, shift, token_labels(tokenizer.chars)), key="hp-z-fig")
+        show_chart(z_loss_figure(sweep, terms, shift, token_labels(tokenizer.chars)), key="hp-z-fig")
         direction = "lowers" if terms["log Z"] > 0 else "raises" if terms["log Z"] < 0 else "leaves"
         st.markdown(t("hyperparameters.z.reading", name=shipped.path.name, step=shipped.meta.get("step", 0),
                       before=text[-12:-1], base=base["log Z"], log_z=terms["log Z"],

@@ -4,7 +4,7 @@ from explorer.demo_plots import head_grid, heatmap_row
 from explorer.i18n import say, t
 from explorer.shipped import shipped_checkpoint
 from explorer.tables import shown_table
-from explorer.ui import ACTIVE_CHECKPOINT, show_source
+from explorer.ui import ACTIVE_CHECKPOINT, show_chart, show_source
 from gptcore import inspector as ins
 from gptcore.checkpoint import CheckpointError
 from gptcore.demos import multihead as mh
@@ -39,7 +39,7 @@ patterns = mh.head_patterns(n_head)
 titles = [tr("heads.pattern_title", h=h, first=h * D // n_head, last=(h + 1) * D // n_head - 1) for h in range(n_head)]
 fig = heatmap_row(dict(zip(titles, patterns)), 0, 1, "Blues", ".2f", tr("heads.x_title"), tr("heads.y_title"),
                   tr("heads.hover"), 330)
-st.plotly_chart(fig, key="mh-patterns")
+show_chart(fig, key="mh-patterns")
 show_source(mh.head_patterns, mh.model_attention, Attention)
 
 # --- trained heads ---------------------------------------------------------------------------------------
@@ -73,8 +73,8 @@ else:
                                      help=tr("trained.layer_help"), key="mh-layer", required=True)
         rows = profiles[profiles["layer"] == layer]
         titles = [tr("trained.subplot", head=r["head"], role=r["role"]) for r in rows.to_dict("records")]
-        st.plotly_chart(head_grid(run.patterns[layer], ins.token_labels(run.text), titles, hover=tr("trained.hover")),
-                        key="mh-trained")
+        show_chart(head_grid(run.patterns[layer], ins.token_labels(run.text), titles, tr("trained.x_title"),
+                             tr("trained.y_title"), hover=tr("trained.hover")), key="mh-trained")
         scores = ["previous_token", "word_start", "first_token", "induction", "mean reach", "entropy"]
         table = shown_table(profiles.drop(columns=["layer", "head_index"]), PAGE,
                             formats=dict.fromkeys(scores, lambda v: "—" if v != v else f"{v:.2f}"))
@@ -115,5 +115,5 @@ if perm is not None:
     limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for the three panels
     fig = heatmap_row(panels, -limit, limit, "RdBu", ".1f", tr("order.x_title"), tr("order.y_title"),
                       tr("order.hover"), 330)
-    st.plotly_chart(fig, key="perm-outputs")
+    show_chart(fig, key="perm-outputs")
 show_source(mh.parse_permutation, mh.permutation_check, mh.tutorial_inputs)

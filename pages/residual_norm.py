@@ -6,7 +6,7 @@ from explorer.demo_plots import layer_figure, norm_vector_figure, race_loss_figu
 from explorer.i18n import say, t
 from explorer.jobs import JobRefused
 from explorer.tables import shown_table
-from explorer.ui import job_progress, job_registry, show_source
+from explorer.ui import job_progress, job_registry, show_chart, show_source
 from gptcore.demos import norms
 from gptcore.model import Block, RMSNorm
 
@@ -83,7 +83,7 @@ def race_view(kind: str, prefix: str, colors: dict, per_layer: bool, live: bool)
         st.caption(t("residual_norm.race.showing_previous", name=race_title(before)))
         data = before.data
     frames = norms.race_frames(data)
-    st.plotly_chart(race_loss_figure(frames["loss"], colors, names), key=f"{prefix}-loss")
+    show_chart(race_loss_figure(frames["loss"], colors, names), key=f"{prefix}-loss")
     if not frames["results"].empty:
         results = frames["results"].assign(variant=frames["results"]["variant"].map(names))
         st.dataframe(shown_table(results, "residual_norm", {"s / step": "{:.3f}", "final val loss": "{:.3f}"}),
@@ -92,12 +92,12 @@ def race_view(kind: str, prefix: str, colors: dict, per_layer: bool, live: bool)
         when = st.radio(t("residual_norm.layers.when"), ["latest", "first"], horizontal=True, key="norm-when",
                         format_func=lambda w: t(f"residual_norm.layers.{w}"))
         left, right = st.columns(2)
-        left.plotly_chart(layer_figure(norms.at_probe(frames["grads"], when), colors, names,
-                                       t("residual_norm.layers.grads_title"), "‖∂loss/∂block‖", log=True),
-                          key="norm-grads")
-        right.plotly_chart(layer_figure(norms.at_probe(frames["resid"], when), colors, names,
-                                        t("residual_norm.layers.resid_title"), t("residual_norm.layers.resid_axis")),
-                           key="norm-resid")
+        show_chart(layer_figure(norms.at_probe(frames["grads"], when), colors, names,
+                                t("residual_norm.layers.grads_title"), "‖∂loss/∂block‖", log=True),
+                   where=left, key="norm-grads")
+        show_chart(layer_figure(norms.at_probe(frames["resid"], when), colors, names,
+                                t("residual_norm.layers.resid_title"), t("residual_norm.layers.resid_axis")),
+                   where=right, key="norm-resid")
         st.caption(t("residual_norm.layers.caption"))
         if when == "first":
             st.caption(t("residual_norm.layers.at_init"))
@@ -147,7 +147,7 @@ shift = c2.slider(t("residual_norm.rms.shift"), -3.0, 3.0, 1.0, step=0.25, key="
 vec_seed = c3.number_input(t("residual_norm.rms.seed"), 0, 10_000, 0, key="norm-vec-seed")
 x = norms.sample_vector(dim, shift, int(vec_seed))
 outputs = norms.norm_outputs(x)
-st.plotly_chart(norm_vector_figure(outputs), key="norm-vec")
+show_chart(norm_vector_figure(outputs), key="norm-vec")
 gap = (outputs["LayerNorm(x)"] - outputs["RMSNorm(x − mean)"]).abs().max()
 st.markdown(t("residual_norm.rms.reading", gap=gap))
 st.dataframe(shown_table(norms.norm_summary(x), "residual_norm", {"mean": "{:.4f}", "RMS": "{:.4f}"}),

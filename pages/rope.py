@@ -4,7 +4,7 @@ import streamlit as st
 from explorer.demo_plots import frequencies_figure, rope_pair_figure, weights_heatmap
 from explorer.i18n import t
 from explorer.tables import shown_table
-from explorer.ui import quiz, show_source
+from explorer.ui import quiz, show_chart, show_source
 from gptcore.demos import rope
 from gptcore.model import apply_rope, rope_frequencies, rope_tables
 
@@ -45,9 +45,9 @@ left, right = st.columns(2)
 for column, grid, name, key in ((left, rope_grid, "rope", "rope-grid-RoPE"),
                                 (right, absolute_grid, "absolute", "rope-grid-absolute")):
     limit = grid.abs().max().item()
-    column.plotly_chart(weights_heatmap(grid, title=tr(f"grid.{name}_title"), zmin=-limit, zmax=limit,
-                                        colorscale="RdBu", x_title=tr("grid.x_title"), y_title=tr("grid.y_title"),
-                                        hover=tr("grid.hover"), height=420), key=key)
+    show_chart(weights_heatmap(grid, title=tr(f"grid.{name}_title"), zmin=-limit, zmax=limit,
+                               colorscale="RdBu", x_title=tr("grid.x_title"), y_title=tr("grid.y_title"),
+                               hover=tr("grid.hover"), height=420), where=column, key=key)
     column.metric(tr(f"grid.{name}_spread"), f"{rope.diagonal_spread(grid):.2e}")
 show_source(rope.rope_score_grid, rope.absolute_score_grid, rope.absolute_positions, rope.diagonal_spread)
 
@@ -62,7 +62,7 @@ texts = {"title": tr("pair.title", pair=pair, steps=steps, theta=path["angle (ra
          "x_title": tr("pair.channel", c=2 * pair), "y_title": tr("pair.channel", c=2 * pair + 1),
          "circle": tr("pair.circle"), "swept": tr("pair.swept", steps=steps), "position": tr("pair.position")}
 left, right = st.columns([3, 2])
-left.plotly_chart(rope_pair_figure(path, sweep, steps, texts), key="rope-pair-plot")
+show_chart(rope_pair_figure(path, sweep, steps, texts), where=left, key="rope-pair-plot")
 right.markdown(tr("pair.body"))
 right.dataframe(shown_table(path, PAGE, precision=3), hide_index=True, height=300, key="rope-path-table")
 show_source(rope.pair_path)
@@ -71,8 +71,8 @@ show_source(rope.pair_path)
 st.header(tr("frequencies.heading"))
 st.markdown(tr("frequencies.body"))
 names = {"θ_i (rad/token)": tr("frequencies.theta_name"), "wavelength (tokens)": tr("frequencies.wavelength_name")}
-st.plotly_chart(frequencies_figure(rope.frequency_table(D, theta), names, tr("frequencies.title", d=D, theta=theta),
-                                   tr("frequencies.x_title")), key="rope-freqs")
+show_chart(frequencies_figure(rope.frequency_table(D, theta), names, tr("frequencies.title", d=D, theta=theta),
+                              tr("frequencies.x_title")), key="rope-freqs")
 show_source(rope.frequency_table, rope_frequencies)
 
 quiz("rope", tr("quiz.question"), [tr(f"quiz.options.{i}") for i in range(4)], {0, 1}, tr("quiz.explanation"))

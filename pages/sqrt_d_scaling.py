@@ -2,10 +2,10 @@ import math
 
 import streamlit as st
 
-from explorer.demo_plots import entropy_figure, jacobian_figure, score_histograms, softmax_rows_figure, weights_heatmap
+from explorer import demo_plots as plots
 from explorer.i18n import t
 from explorer.tables import shown_table
-from explorer.ui import show_source
+from explorer.ui import show_chart, show_source
 from gptcore.demos import scaling
 from gptcore.model import Attention
 
@@ -40,19 +40,19 @@ show_source(scaling.variance_table, scaling.dot_products, scaling.softmax_pair)
 # --- interactive d ---------------------------------------------------------------------------------------
 st.header(tr("head.heading"))
 d = st.select_slider(tr("head.slider"), DIMS, value=64, key="scaling-d")
-st.plotly_chart(score_histograms(score_samples(d), tr("head.hist_title", d=d), tr("head.hist_x"), tr("head.hist_y")),
-                key="scaling-hist")
+show_chart(plots.score_histograms(score_samples(d), tr("head.hist_title", d=d), tr("head.hist_x"), tr("head.hist_y")),
+           key="scaling-hist")
 
 uniform = math.log(N_KEYS)
 st.markdown(tr("head.body", keys=N_KEYS, queries=N_QUERIES, uniform=uniform))
 raw, scaled = attention_rows(d, N_KEYS, N_QUERIES)  # the bars show the first query
-st.plotly_chart(softmax_rows_figure(raw[0], scaled[0], tr("head.row_title"), tr("head.row_x"), tr("head.row_y")),
-                key="scaling-row")
+show_chart(plots.softmax_rows_figure(raw[0], scaled[0], tr("head.row_title"), tr("head.row_x"), tr("head.row_y")),
+           key="scaling-row")
 st.dataframe(shown_table(attention_stats(d, N_KEYS, N_QUERIES), PAGE, precision=3), hide_index=True,
              key="scaling-stats")
 curve = entropy_vs_d(tuple(DIMS), N_KEYS, N_QUERIES)
-st.plotly_chart(entropy_figure(curve, d, uniform, tr("head.uniform", keys=N_KEYS), tr("head.entropy_title"),
-                               tr("head.entropy_y")), key="scaling-entropy")
+show_chart(plots.entropy_figure(curve, d, uniform, tr("head.uniform", keys=N_KEYS), tr("head.entropy_title"),
+                                tr("head.entropy_y")), key="scaling-entropy")
 show_source(scaling.score_samples, scaling.attention_rows, scaling.attention_stats, scaling.entropy)
 
 # --- gradients -------------------------------------------------------------------------------------------
@@ -63,13 +63,15 @@ factor = st.select_slider(tr("gradient.slider"), [0.25, 0.5, 1, 2, 4, 8, 16, 32,
 grad = st.cache_data(scaling.gradient_vs_scale, show_spinner=False)()
 names = {"jacobian norm": tr("gradient.norm"), "largest weight": tr("gradient.largest")}
 left, right = st.columns([3, 2])
-left.plotly_chart(jacobian_figure(grad, factor, names, tr("gradient.curve_title"), tr("gradient.factor")),
-                  key="scaling-jacobian-curve")
+show_chart(plots.jacobian_figure(grad, factor, names, tr("gradient.curve_title"), tr("gradient.factor"),
+                                 tr("gradient.norm_axis")), where=left, key="scaling-jacobian-curve")
 p = scaling.softmax_pair(factor=factor)[1]
 weights = "[" + ", ".join(f"{v:.3g}" for v in p.tolist()) + "]"
-right.plotly_chart(weights_heatmap(scaling.softmax_jacobian(p), zmin=-0.25, zmax=0.25, colorscale="RdBu", fmt=".1e",
-                                   x_title=tr("gradient.jacobian_x"), y_title=tr("gradient.jacobian_y"),
-                                   hover=tr("gradient.jacobian_hover"),
-                                   title=tr("gradient.jacobian_title", factor=factor, weights=weights)),
-                   key="scaling-jacobian")
+jacobian = scaling.softmax_jacobian(p)
+limit = plots.symmetric_limit(jacobian)
+show_chart(plots.weights_heatmap(jacobian, zmin=-limit, zmax=limit, colorscale="RdBu", fmt=".1e",
+                                 x_title=tr("gradient.jacobian_x"), y_title=tr("gradient.jacobian_y"),
+                                 hover=tr("gradient.jacobian_hover"),
+                                 title=tr("gradient.jacobian_title", factor=factor, weights=weights)),
+           where=right, key="scaling-jacobian")
 show_source(scaling.softmax_jacobian, scaling.gradient_vs_scale, Attention)

@@ -4,19 +4,30 @@ import streamlit as st
 from explorer import forms, training
 from explorer.forms import KEEP, KEEP_CHOICE, ss
 from explorer.i18n import say, t
-from explorer.ui import job_registry, show_failure
-from gptcore import checkpoint as ckpt
+from explorer.ui import job_registry, show_chart, show_failure, show_source, story_break_note, with_story_breaks
 from gptcore import folders, runs
 from gptcore.config import GPTConfig, TrainConfig, swiglu_hidden
 from gptcore.describe import describe_model, format_duration, format_step
 from gptcore.device import described
 from gptcore.errors import UserError
 from gptcore.recipes import RECIPES
+from gptcore.step import lr_at, train_step
 from gptcore.train import check_fits_in_memory
 
 registry = job_registry()
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
 RUNS_REFRESH_S = 5  # the runs table and overlay, which read every run's meta.json
+# the runs table's columns as shown: the corpus, the widest, last
+RUNS_COLUMNS = ("run", "status", "progress", "best_val", "final_val", "wall_time", "params", "saved", "corpus")
+# After Start or Continue, the button that was clicked is at the bottom of the page and the live panel above the tabs:
+# Streamlit has no scroll call, so a script brings the panel into view (retrying while the page is still drawing).
+SHOW_LIVE = """<script>
+(function show(tries) {
+  const live = document.querySelector(".st-key-tr_live");
+  if (live) live.scrollIntoView({behavior: "smooth", block: "start"});
+  else if (tries > 0) setTimeout(() => show(tries - 1), 100);
+})(30);
+</script>"""
 
 
 # ---------------------------------------------------------------- live view
@@ -69,7 +80,7 @@ def live_panel() -> None:
     if warning := training.diverging_warning(s):
         st.warning(say(warning))
     chart, samples = st.columns([3, 2])
-    chart.plotly_chart(training.loss_figure(d), key="tr_live_chart")
+    show_chart(training.loss_figure(d), where=chart, key="tr_live_chart")
     with chart:
         st.caption(t("training.live.summary", model=d["model_summary"], training=d["train_summary"],
                      corpus=d["corpus"], device=t("device.trains_on", device=d["device"])))
@@ -82,7 +93,8 @@ def live_panel() -> None:
                 st.caption(t("training.live.first_sample"))
             for sample in reversed(d.get("samples", [])):
                 st.caption(t("training.live.sample_step", step=sample["step"]))
-                st.code(sample["text"], language=None, wrap_lines=True)
+                st.code(with_story_breaks(sample["text"]), language=None, wrap_lines=True)
+        story_break_note()
 
 
 # ---------------------------------------------------------------- new run
@@ -132,16 +144,21 @@ def new_run_tab() -> None:
     if reasons:
         st.warning(t("training.form.start_off", reasons="  \n".join(reasons)), icon=None)
     forms.keep_choices_in_url()
-    try:
-        if (folder := ckpt.safe_name(ss.tr_name)) != ss.tr_name:
-            st.caption(t("training.form.saved_as", folder=folder))
-    except ckpt.CheckpointError:
-        pass  # said among the reasons above
+    say_saved_as(ss.tr_name)  # (an unusable name is said among the reasons above)
     message, context, refused = ss.get("tr_feedback") or (None, None, False)
     # gone once it no longer applies: an error about another corpus, a refusal by a job that has ended
     if message and context == forms.corpus_context() and not (refused and registry.active() is None):
         st.error(say(message))
     st.caption(t("training.form.written_to", root=folders.CHECKPOINT_ROOT))
+
+
+def say_saved_as(name: str) -> None:
+    """The folder name a run gets, when it is not the name typed; nothing for a name that cannot be used."""
+    try:
+        if (folder := folders.safe_name(name)) != name:
+            st.caption(t("training.form.saved_as", folder=folder))
+    except folders.CheckpointError:
+        pass
 
 
 # ---------------------------------------------------------------- runs
@@ -181,6 +198,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.markdown(t("training.runs.rename_heading"))
         st.text_input(t("training.runs.new_name"), key=f"tr_new_name_{run.name}", value=run.name,
                       disabled=bool(fixed))
+        say_saved_as(ss.get(f"tr_new_name_{run.name}", run.name))
         st.button(t("training.runs.rename"), key="tr_rename", on_click=forms.rename_run, args=(run,),
                   disabled=bool(fixed))
         if fixed:
@@ -200,10 +218,15 @@ def runs_overview() -> None:
     listed = training.listed_runs(registry)
     names = [r.name for r in listed]
     column = lambda key: training.column(key, t)  # noqa: E731
-    st.dataframe(training.runs_frame(listed, say, t), hide_index=True, key="tr_runs_table", column_config={
-        column("best_val"): st.column_config.NumberColumn(format="%.4f"),
-        column("final_val"): st.column_config.NumberColumn(format="%.4f"),
+    # The two losses are headed short, their full names as help, so that the corpus, a sentence, fits beside them.
+    st.dataframe(training.runs_frame(listed, say, t), hide_index=True, key="tr_runs_table",
+                 column_order=[column(key) for key in RUNS_COLUMNS], column_config={
+        column("best_val"): st.column_config.NumberColumn(t("training.runs.short.best_val"), format="%.4f",
+                                                          help=column("best_val")),
+        column("final_val"): st.column_config.NumberColumn(t("training.runs.short.final_val"), format="%.4f",
+                                                           help=column("final_val")),
         column("params"): st.column_config.NumberColumn(format="localized"),
+        column("corpus"): st.column_config.TextColumn(width="large"),
         column("saved"): st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
     st.caption(t("training.runs.statuses"))
     appeared = [n for n in names if n not in ss.get("tr_compare_seen", names)]  # newest first, like the table
@@ -215,7 +238,7 @@ def runs_overview() -> None:
     chosen = st.multiselect(t("training.runs.overlay"), names, key="tr_compare")
     frame = training.run_curves([r for r in listed if r.name in chosen])
     if len(frame):
-        st.plotly_chart(training.overlay_figure(frame), key="tr_compare_chart")
+        show_chart(training.overlay_figure(frame), key="tr_compare_chart")
 
 
 def runs_tab() -> None:
@@ -242,12 +265,15 @@ def runs_tab() -> None:
 
 st.title(t("training.title"))
 st.markdown(t("training.intro"))
+show_source(train_step, lr_at, label=t("training.step_source"))
 forms.init_form()
 # The live panel redraws every second; Streamlit would dim it while each redraw is on its way,
 # so on a busy CPU the whole panel would flicker between faded and sharp. Its six numbers are set a little smaller
-# than Streamlit's, so that a duration in words ("7 分 38 秒") fits its column.
+# than Streamlit's, so that a duration in words ("7 分 38 秒") fits its column; its scroll margin keeps it clear of
+# Streamlit's header when SHOW_LIVE brings it into view.
 st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}"
-        ".st-key-tr_live [data-testid='stMetricValue'] {font-size: 1.75rem;}</style>")
+        ".st-key-tr_live [data-testid='stMetricValue'] {font-size: 1.75rem;}"
+        ".st-key-tr_live {scroll-margin-top: 4rem;}</style>")
 active = registry.active()
 training_now = active is not None and active.state.kind == training.JOB_KIND
 st.fragment(live_view, run_every=LIVE_REFRESH_S if training_now else None)()
@@ -256,3 +282,5 @@ with new_tab:
     new_run_tab()
 with runs_tab_:
     runs_tab()
+if ss.pop("tr_show_live", False):
+    st.html(SHOW_LIVE, unsafe_allow_javascript=True)

@@ -61,15 +61,22 @@ def app_server(env: dict | None = None, timeout: float = 60.0):
 
 
 @contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
+def chromium():
+    """Yield a Playwright Browser of Debian's Chromium; close it afterwards."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            yield browser.new_page(viewport={"width": width, "height": height})
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000):
+    with chromium() as browser:
+        yield browser.new_page(viewport={"width": width, "height": height})
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
@@ -77,6 +84,23 @@ def wait_for_app(page, timeout_ms: int = 60_000) -> None:
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+
+
+def wait_for_quiet_network(page, quiet_ms: int = 750, timeout_ms: int = 10_000) -> None:
+    """Wait until the page has made no HTTP request for quiet_ms: what a page asks for once its script has run
+    (the favicon, fonts, lazily loaded chunks) has been asked for by then."""
+    last = [time.monotonic()]
+
+    def record(_request) -> None:
+        last[0] = time.monotonic()
+
+    page.on("request", record)
+    try:
+        deadline = time.monotonic() + timeout_ms / 1000
+        while time.monotonic() - last[0] < quiet_ms / 1000 and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+    finally:
+        page.remove_listener("request", record)
 
 
 def screenshot(page, name: str) -> Path:

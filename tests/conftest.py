@@ -27,3 +27,46 @@ def cpu_only(monkeypatch):
     from gptcore import device
 
     monkeypatch.setattr(device, "accelerators", lambda: [])
+
+
+# ---------------------------------------------------------------- browser tests: one server and one Chromium a module
+
+@pytest.fixture(scope="module")
+def server_env() -> dict:
+    """Environment variables of the module's app server; a module overrides this (a private checkpoints folder)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def app_url(server_env):
+    """The URL of one `streamlit run app.py` shared by the browser tests of a module."""
+    from browser_support import app_server, require_chromium
+
+    require_chromium()
+    with app_server(env=server_env, timeout=180) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium shared by the browser tests of a module."""
+    from browser_support import chromium, require_chromium
+
+    require_chromium()
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def open_page(browser):
+    """open_page(width, height) gives a tab in a context of its own (no cookies or storage from another test)."""
+    contexts = []
+
+    def open_page(width: int = 1400, height: int = 1000, **options):
+        context = browser.new_context(viewport={"width": width, "height": height}, **options)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()

@@ -1,6 +1,7 @@
 """Running pages under Streamlit AppTest and reading their output: plotly figures by chart key, dataframes by column,
 metrics by label."""
 import base64
+import functools
 import json
 from pathlib import Path
 
@@ -14,6 +15,20 @@ def run_page(name: str) -> AppTest:
     """Run pages/<name> once and check that it rendered without an exception."""
     at = AppTest.from_file(str(PAGES / name), default_timeout=60).run()
     assert not at.exception, at.exception
+    return at
+
+
+@functools.cache
+def app_page(stem: str, lang: str = "en") -> AppTest:
+    """pages/<stem>.py opened through app.py (so with the navigation and the sidebar) in `lang`, rendered once for
+    the whole test session: every test that only reads a page's first render shares it. Never set a widget or
+    rerun it; a test that does takes its own run_page()."""
+    at = AppTest.from_file(str(PAGES.parent / "app.py"), default_timeout=120)
+    at.query_params["lang"] = lang
+    at.run()
+    if stem != "home":
+        at.switch_page(f"pages/{stem}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
     return at
 
 

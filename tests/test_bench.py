@@ -193,15 +193,3 @@ def test_whole_process_takes_each_rounds_step_time_from_the_difference_of_two_ru
     estimates = whole_process.measure(runs, n1=10, n2=210, rounds=2)
     assert [round(s, 9) for s in estimates["a"]] == [0.25, 0.25] and [round(s, 9) for s in estimates["b"]] == [0.2, 0.2]
     assert order == ["a", "b", "a", "b", "b", "a", "b", "a"]
-
-
-def test_whole_process_runs_the_cli_without_onednn_when_asked(tmp_path):
-    runs = whole_process.candidates(tmp_path / "tutorial.py", tmp_path / "corpus.txt", tmp_path, diagnose=False,
-                                    without_onednn=True)
-    argv, env = runs["gptcore train, without oneDNN"](10, 1)
-    assert argv[1:6] == ["-m", "gptcore", "train", "--data", str(tmp_path / "corpus.txt")]
-    assert env["GPTCORE_ONEDNN"] == "0" and "GPTCORE_ONEDNN" not in runs["gptcore train"](10, 2)[1]
-    probe = "import gptcore.linear as linear; print(linear.ONEDNN_AVAILABLE, linear.ONEDNN_LINEAR)"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=common.ROOT,
-                          timeout=120)
-    assert done.stdout.split()[1] == "False", done.stderr

@@ -37,12 +37,13 @@ def server_url():
         yield url
 
 
-@pytest.mark.parametrize("lang, next_label, tabs, sweep", [
+@pytest.mark.parametrize("lang, next_label, tabs, sweep, pair_label, key_pair", [
     ("en", "Next ▶", ["Logit lens", "Attribution", "Ablation", "Activation patching"],
-     "Rank every head: switch each off on its own"),
-    ("zh", "下一步 ▶", ["logit 透镜", "归因", "消融", "激活修补"], "给所有头排名：每次只关掉一个"),
+     "Rank every head: switch each off on its own", "Prompt pair", "a name with a broken key"),
+    ("zh", "下一步 ▶", ["logit 透镜", "归因", "消融", "激活修补"], "给所有头排名：每次只关掉一个", "提示对",
+     "键被破坏的名字"),
 ])
-def test_trace_page_in_chromium(server_url, lang, next_label, tabs, sweep):
+def test_trace_page_in_chromium(server_url, lang, next_label, tabs, sweep, pair_label, key_pair):
     with browser_page(WIDTH, HEIGHT) as page:
         page.goto(f"{server_url}/trace?lang={lang}", timeout=120_000)
         page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the text strip and the pass diagram
@@ -67,8 +68,21 @@ def test_trace_page_in_chromium(server_url, lang, next_label, tabs, sweep):
             if name == "ablation":
                 page.get_by_role("button", name=sweep).click()
                 settle(page)
-            # the strip at the top, and at least one figure of the tab (the tabs are lazy: only the open one draws)
-            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+            # the strip at the top and the tab's figures (the tabs are lazy: only the open one draws); attribution
+            # has its bars, direct beside total and one head by source; patching its head grid and the side grid
+            figures = {"attribution": 4, "patching": 3}.get(name, 2)
+            page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures}",
                                    timeout=120_000)
             shot(page, f"trace-{lang}-{name}")
+        from playwright.sync_api import expect  # (after require_chromium: playwright may be absent)
+
+        pair = page.get_by_role("combobox", name=pair_label, exact=True)
+        pair.click()
+        page.keyboard.type(key_pair)  # the pair whose answer comes back through the induction head's keys alone
+        page.keyboard.press("Enter")
+        settle(page)
+        expect(pair).to_have_value(key_pair)
+        # the side grid's caption names the path: the previous-token head into the induction head's keys
+        expect(page.get_by_text(re.compile("L1H1 → L3H3")).first).to_be_visible(timeout=60_000)
+        shot(page, f"trace-{lang}-patching-key")
     assert (ARTIFACTS / f"trace-{lang}-patching.png").stat().st_size > 20_000

@@ -1,9 +1,16 @@
-"""The Train page in Chromium: start a short run, see the loss chart grow and a sample appear, stop it."""
+"""The Train page in Chromium: start a short run, see the loss chart grow and a sample appear, stop it.
+
+The tests share one server with a private checkpoints folder. A run's form comes from the URL, as a reload gives
+it back (test_the_form_survives_a_reload proves that by typing it); the invalid fields are typed."""
 import time
+from urllib.parse import urlencode
 
-from browser_support import app_server, browser_page, require_chromium, screenshot, wait_for_app
+import pytest
+from browser_support import screenshot, wait_for_app
 
+from explorer.forms import PREFIX
 from explorer.i18n import catalog
+from gptcore.config import GPTConfig, TrainConfig, settings
 
 # A tiny model on 30,000 built-in characters: it trains in the background for a few seconds,
 # long enough to watch the chart grow, and the Stop button ends it. Fields are found by their labels as the
@@ -19,6 +26,22 @@ def labels(lang: dict) -> dict[str, int]:
 
 
 SETTINGS = labels(EN)
+
+
+def form_query(**more: str) -> str:
+    """The URL query of the form filled in with SIZES on 30,000 characters (the widgets' keys are bound to it)."""
+    keys = {name: PREFIX[cls] + name for cls in (GPTConfig, TrainConfig) for name in settings(cls)}
+    return urlencode({"tr_builtin_chars": 30_000, **{keys[name]: value for name, value in SIZES.items()}, **more})
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    return tmp_path_factory.mktemp("browser-checkpoints")
+
+
+@pytest.fixture(scope="module")
+def server_env(checkpoints):
+    return {"GPTCORE_CHECKPOINTS": str(checkpoints)}
 CHART_POINTS = """() => {
     const plot = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
     return plot && plot.data ? plot.data[0].x.length : 0;
@@ -36,36 +59,29 @@ def chart_points(page) -> int:
     return page.evaluate(CHART_POINTS)
 
 
-def test_a_short_run_grows_the_chart_and_writes_samples(tmp_path):
-    require_chromium()
-    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
-        page.goto(url)
-        wait_for_app(page)
-        page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Train", exact=True).click()
-        page.get_by_role("button", name="Start training").wait_for(timeout=60_000)
-        wait_for_app(page)
-        for label, value in SETTINGS.items():
-            set_number(page, label, value)
-        page.get_by_label("Run name (its checkpoint folder)").fill("browser-run")
-        page.get_by_label("Run name (its checkpoint folder)").press("Enter")
-        wait_for_app(page)
-        page.get_by_role("button", name="Start training").click()
+def test_a_short_run_grows_the_chart_and_writes_samples(app_url, open_page, checkpoints):
+    page = open_page(height=1400)
+    page.goto(f"{app_url}/training?{form_query(tr_name='browser-run')}")
+    start = page.get_by_role("button", name="Start training")
+    start.wait_for(timeout=180_000)  # (the server's first Train page of a busy machine is slow)
+    wait_for_app(page)
+    start.click()
 
-        page.get_by_text("browser-run · running").wait_for(timeout=60_000)
-        page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
-        first = chart_points(page)
-        page.wait_for_function(f"() => ({CHART_POINTS})() > {first} + 20", timeout=60_000)
-        page.get_by_text("step 20", exact=True).wait_for(timeout=60_000)  # the sample taken at step 20
-        samples = page.locator('.st-key-tr_samples [data-testid="stCode"]')
-        assert samples.count() >= 2  # steps 0 and 20 at least, newest first
-        assert page.locator('[data-testid="stException"]').count() == 0
-        time.sleep(1)
-        screenshot(page, "training")
+    page.get_by_text("browser-run · running").wait_for(timeout=60_000)
+    page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
+    first = chart_points(page)
+    page.wait_for_function(f"() => ({CHART_POINTS})() > {first} + 20", timeout=60_000)
+    page.get_by_text("step 20", exact=True).wait_for(timeout=60_000)  # the sample taken at step 20
+    samples = page.locator('.st-key-tr_samples [data-testid="stCode"]')
+    assert samples.count() >= 2  # steps 0 and 20 at least, newest first
+    assert page.locator('[data-testid="stException"]').count() == 0
+    time.sleep(1)
+    screenshot(page, "training")
 
-        page.get_by_role("button", name="Stop").click()
-        page.get_by_text("browser-run · stopped").wait_for(timeout=60_000)
-        page.get_by_text("Stopped at step").wait_for()
-    assert (tmp_path / "browser-run" / "model.safetensors").is_file()
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("browser-run · stopped").wait_for(timeout=60_000)
+    page.get_by_text("Stopped at step").wait_for(timeout=60_000)
+    assert (checkpoints / "browser-run" / "model.safetensors").is_file()
 
 
 # Each out-of-range value a browser's number field lets through: the field says what is allowed, Start goes off
@@ -74,27 +90,27 @@ INVALID = [(EN["settings.lr.label"], "1000000", "0.003"), (EN["settings.steps.la
            (EN["settings.batch_size.label"], "0", "4"), (EN["settings.context.label"], "100000", "16")]
 
 
-def test_start_is_disabled_for_each_invalid_field(tmp_path):
-    require_chromium()
+def test_start_is_disabled_for_each_invalid_field(app_url, open_page):
     from playwright.sync_api import expect
-    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=1400) as page:
-        page.goto(f"{url}/training")
-        start = page.get_by_role("button", name="Start training")
-        start.wait_for(timeout=60_000)
-        wait_for_app(page)
-        set_number(page, "Characters", 30_000)
-        assert start.is_enabled()
-        for label, bad, good in INVALID:
-            field = page.get_by_label(label, exact=True)
-            field.fill(bad)
-            field.press("Enter")
-            expect(start).to_be_disabled(timeout=30_000)
-            expect(page.get_by_text("Start is off.")).to_have_count(1)
-            expect(page.locator('[data-testid="stAlert"]').filter(has_text=f"got {bad}")).not_to_have_count(0)
-            field.fill(good)
-            field.press("Enter")
-            expect(start).to_be_enabled(timeout=30_000)
-        screenshot(page, "training-start-off")
+
+    page = open_page(height=1400)
+    page.goto(f"{app_url}/training")
+    start = page.get_by_role("button", name="Start training")
+    start.wait_for(timeout=60_000)
+    wait_for_app(page)
+    set_number(page, "Characters", 30_000)
+    assert start.is_enabled()
+    for label, bad, good in INVALID:
+        field = page.get_by_label(label, exact=True)
+        field.fill(bad)
+        field.press("Enter")
+        expect(start).to_be_disabled(timeout=30_000)
+        expect(page.get_by_text("Start is off.")).to_have_count(1)
+        expect(page.locator('[data-testid="stAlert"]').filter(has_text=f"got {bad}")).not_to_have_count(0)
+        field.fill(good)
+        field.press("Enter")
+        expect(start).to_be_enabled(timeout=30_000)
+    screenshot(page, "training-start-off")
 
 
 def field_value(page, label: str) -> str:
@@ -131,75 +147,85 @@ def progress_step(page, pattern: str) -> int:
     return int(re.search(pattern, text).group(1).replace(",", ""))
 
 
-def test_the_form_survives_a_reload_and_a_language_switch_keeps_the_run_going(tmp_path):
-    """Both languages on the Train page: a reload keeps the form (it lives in the URL); switching to 中文 while a
-    run trains re-renders the page in place: the run goes on, the live panel and the form keep their values."""
-    require_chromium()
+def test_the_form_survives_a_reload(app_url, open_page):
+    """A reload keeps the form as it was typed (it lives in the URL), not as the preset."""
     from playwright.sync_api import expect
-    with app_server(env={"GPTCORE_CHECKPOINTS": str(tmp_path)}) as url, browser_page(height=2600) as page:
-        page.goto(f"{url}/training")
-        start = page.get_by_role("button", name=EN["training.form.start"])
-        start.wait_for(timeout=180_000)  # (a busy machine builds the 1M corpus slowly)
-        wait_for_app(page)
-        time.sleep(1)
-        top_screenshot(page, "training-idle-en")
-        for label, value in SETTINGS.items():
-            set_number(page, label, value)
-        pick(page, EN["settings.schedule.label"], EN["settings.schedule.choices.cosine"])
-        page.get_by_label(EN["training.form.run_name"]).fill("lang-run")
-        page.get_by_label(EN["training.form.run_name"]).press("Enter")
-        wait_for_app(page)
-        # what the reload below gives back; a choice is in the URL by its identifier
-        page.wait_for_url(lambda url: "tr_t_schedule=cosine" in url and "tr_name=lang-run" in url)
 
-        page.reload()  # the form comes back as it was left, not as the preset
-        start.wait_for(timeout=180_000)
-        wait_for_app(page)
-        for label, value in SETTINGS.items():
-            expect(page.get_by_label(label, exact=True)).to_have_value(str(value))
-        expect(page.get_by_label(EN["training.form.run_name"], exact=True)).to_have_value("lang-run")
-        assert shown_choice(page, EN["settings.schedule.label"]) == "cosine"
+    page = open_page(height=2600)
+    page.goto(f"{app_url}/training")
+    start = page.get_by_role("button", name=EN["training.form.start"])
+    start.wait_for(timeout=180_000)  # (a busy machine builds the 1M corpus slowly)
+    wait_for_app(page)
+    time.sleep(1)
+    top_screenshot(page, "training-idle-en")
+    for label, value in SETTINGS.items():
+        set_number(page, label, value)
+    pick(page, EN["settings.schedule.label"], EN["settings.schedule.choices.cosine"])
+    page.get_by_label(EN["training.form.run_name"]).fill("lang-run")
+    page.get_by_label(EN["training.form.run_name"]).press("Enter")
+    wait_for_app(page)
+    # what the reload below gives back; a choice is in the URL by its identifier
+    page.wait_for_url(lambda url: "tr_t_schedule=cosine" in url and "tr_name=lang-run" in url)
 
-        start.click()
-        page.get_by_text("lang-run · running").wait_for(timeout=60_000)
-        page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
-        expect(start).to_be_disabled()
-        expect(page.get_by_text("one run trains at a time")).to_have_count(1)
-        time.sleep(1)
-        top_screenshot(page, "training-running-en")
-        before = progress_step(page, r"step ([\d,]+) of 10,000")
-        next_name = field_value(page, EN["training.form.run_name"])  # (the name moved on as the run started)
+    page.reload()
+    start.wait_for(timeout=180_000)
+    wait_for_app(page)
+    for label, value in SETTINGS.items():
+        expect(page.get_by_label(label, exact=True)).to_have_value(str(value))
+    expect(page.get_by_label(EN["training.form.run_name"], exact=True)).to_have_value("lang-run")
+    assert shown_choice(page, EN["settings.schedule.label"]) == "cosine"
 
-        page.get_by_text("中文", exact=True).click()
-        page.get_by_text("lang-run · 运行中").wait_for(timeout=60_000)
-        wait_for_app(page)
-        assert "lang=zh" in page.url
-        page.get_by_role("button", name=ZH["training.form.start"]).wait_for()
-        expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_disabled()
-        assert {label: field_value(page, label) for label in labels(ZH)} == \
-            {label: str(value) for label, value in labels(ZH).items()}
-        assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"
-        assert shown_choice(page, ZH["training.form.preset"]) == ZH["training.recipes.tutorial.name"] == "教程配置"
-        assert field_value(page, ZH["training.form.run_name"]) == next_name != "lang-run"
-        points = chart_points(page)
-        page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
-        assert progress_step(page, r"第 ([\d,]+) 步 / 共 10,000 步") > before
-        assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"  # (still, after the live panel reran)
-        errors = page.locator('[data-testid="stException"]')
-        assert errors.count() == 0, errors.all_inner_texts()
-        time.sleep(1)
-        top_screenshot(page, "training-running-zh")
 
-        page.get_by_role("button", name=ZH["training.live.stop"]).click()
-        page.get_by_text("lang-run · 已停止").wait_for(timeout=60_000)
-        page.get_by_text("已停止在第").wait_for()
-        wait_for_app(page)
-        expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_enabled(timeout=30_000)
-        time.sleep(1)
-        top_screenshot(page, "training-idle-zh")
-        page.get_by_role("tab", name=ZH["training.tab_runs"]).click()
-        page.get_by_text(ZH["training.upload.file"], exact=True).wait_for()
-        expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
-        time.sleep(1)
-        screenshot(page, "training-runs-zh")
-    assert (tmp_path / "lang-run" / "model.safetensors").is_file()
+def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, checkpoints):
+    """Switching to 中文 while a run trains re-renders the page in place: the run goes on, the live panel and the
+    form keep their values."""
+    from playwright.sync_api import expect
+
+    page = open_page(height=2600)
+    page.goto(f"{app_url}/training?{form_query(tr_t_schedule='cosine', tr_name='lang-run')}")
+    start = page.get_by_role("button", name=EN["training.form.start"])
+    start.wait_for(timeout=180_000)  # (the server's first Train page of a busy machine is slow)
+    wait_for_app(page)
+    start.click()
+    page.get_by_text("lang-run · running").wait_for(timeout=60_000)
+    page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
+    expect(start).to_be_disabled()
+    expect(page.get_by_text("one run trains at a time")).to_have_count(1)
+    time.sleep(1)
+    top_screenshot(page, "training-running-en")
+    before = progress_step(page, r"step ([\d,]+) of 10,000")
+    next_name = field_value(page, EN["training.form.run_name"])  # (the name moved on as the run started)
+
+    page.get_by_text("中文", exact=True).click()
+    page.get_by_text("lang-run · 运行中").wait_for(timeout=60_000)
+    wait_for_app(page)
+    assert "lang=zh" in page.url
+    page.get_by_role("button", name=ZH["training.form.start"]).wait_for()
+    expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_disabled()
+    assert {label: field_value(page, label) for label in labels(ZH)} == \
+        {label: str(value) for label, value in labels(ZH).items()}
+    assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"
+    assert shown_choice(page, ZH["training.form.preset"]) == ZH["training.recipes.tutorial.name"] == "教程配置"
+    assert field_value(page, ZH["training.form.run_name"]) == next_name != "lang-run"
+    points = chart_points(page)
+    page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
+    assert progress_step(page, r"第 ([\d,]+) 步，共 10,000 步") > before
+    assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"  # (still, after the live panel reran)
+    errors = page.locator('[data-testid="stException"]')
+    assert errors.count() == 0, errors.all_inner_texts()
+    time.sleep(1)
+    top_screenshot(page, "training-running-zh")
+
+    page.get_by_role("button", name=ZH["training.live.stop"]).click()
+    page.get_by_text("lang-run · 已停止").wait_for(timeout=60_000)
+    page.get_by_text(ZH["messages.training.stopped"].split("{")[0]).wait_for(timeout=60_000)  # the stop message
+    wait_for_app(page)
+    expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_enabled(timeout=30_000)
+    time.sleep(1)
+    top_screenshot(page, "training-idle-zh")
+    page.get_by_role("tab", name=ZH["training.tab_runs"]).click()
+    page.get_by_text(ZH["training.upload.file"], exact=True).wait_for()
+    expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
+    time.sleep(1)
+    screenshot(page, "training-runs-zh")
+    assert (checkpoints / "lang-run" / "model.safetensors").is_file()

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from gptcore import checkpoint as ckpt
-from gptcore import errors
+from gptcore import errors, folders, locks
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
 from gptcore.model import GPT
@@ -64,7 +64,21 @@ def test_weights_that_do_not_match_the_config_are_refused(saved):
             "config": json.dumps({**model.cfg.to_dict(), "d_ff": 96})}
     tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, str(directory / "model.safetensors"), metadata=meta)
-    with pytest.raises(ckpt.CheckpointError, match="weights do not match the model config"):
+    with pytest.raises(ckpt.CheckpointError) as refused:
+        ckpt.load_checkpoint(directory)
+    assert str(refused.value).endswith("model.safetensors: the weights do not match the model config: "
+                                       "blocks.0.ffn.w1.weight is 88×32 in the file but the config needs 96×32, "
+                                       "and 5 more tensors differ")
+    del tensors["head.weight"]
+    meta["config"] = json.dumps(model.cfg.to_dict())
+    save_file(tensors, str(directory / "model.safetensors"), metadata=meta)
+    with pytest.raises(ckpt.CheckpointError, match=r"the file has no head.weight, which the config needs \(8×32\)$"):
+        ckpt.load_checkpoint(directory)
+    tensors["extra.weight"] = torch.zeros(2, 3)
+    tensors["head.weight"] = model.head.weight.detach().contiguous()
+    save_file(tensors, str(directory / "model.safetensors"), metadata=meta)
+    with pytest.raises(ckpt.CheckpointError, match=r"the file holds extra.weight \(2×3\), which the config has no "
+                                                   r"place for$"):
         ckpt.load_checkpoint(directory)
 
 
@@ -78,21 +92,21 @@ def test_a_pickle_checkpoint_is_never_unpickled(tmp_path):
 @pytest.mark.parametrize("name, expected", [("my run", "my-run"), ("../../etc/passwd", "etc-passwd"),
                                             ("ok_name-1.2", "ok_name-1.2")])
 def test_names_are_sanitised_into_the_checkpoints_folder(name, expected, tmp_path):
-    assert ckpt.safe_name(name) == expected
-    assert ckpt.checkpoint_dir(name, tmp_path).parent == tmp_path
+    assert folders.safe_name(name) == expected
+    assert folders.checkpoint_dir(name, tmp_path).parent == tmp_path
 
 
 @pytest.mark.parametrize("name", ["", "..", "///", "é"])
 def test_unusable_names_are_refused(name):
     with pytest.raises(ckpt.CheckpointError, match="is not a usable checkpoint name"):
-        ckpt.safe_name(name)
+        folders.safe_name(name)
 
 
 def test_delete_refuses_folders_outside_the_root(saved, tmp_path):
     directory, _ = saved
     with pytest.raises(ckpt.CheckpointError, match="is not inside"):
-        ckpt.delete_checkpoint(directory, root=tmp_path / "elsewhere")
-    ckpt.delete_checkpoint(directory, root=tmp_path)
+        folders.delete_checkpoint(directory, root=tmp_path / "elsewhere")
+    folders.delete_checkpoint(directory, root=tmp_path)
     assert not directory.exists()
 
 
@@ -117,7 +131,7 @@ def test_weights_stored_in_bfloat16_load_into_the_float32_model(saved):
     """The shipped model keeps its snapshots in bfloat16 (half the bytes); they load as float32 weights."""
     directory, model = saved
     path = directory / "model.safetensors"
-    tensors, header = ckpt._read_safetensors(path)
+    tensors, header = ckpt.read_safetensors(path)
     save_file({k: v.to(torch.bfloat16) for k, v in tensors.items()}, str(path), metadata=header)
     loaded, _, step = ckpt.load_weights(path)
     assert step == 7 and all(p.dtype == torch.float32 for p in loaded.parameters())
@@ -145,13 +159,14 @@ def test_weights_of_the_wrong_kind_or_not_finite_are_refused(saved, spoil, messa
 
 
 def test_optimizer_state_of_the_wrong_shape_is_refused_and_one_from_another_step_is_skipped(tmp_path):
+    from gptcore.data import Corpus
     from gptcore.train import TrainConfig, Trainer
 
-    text = "the cat sat on the mat. " * 200
+    text = Corpus("the cat sat on the mat. " * 200, "cats")
     tiny = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
     run = tmp_path / "r"
-    Trainer(tiny, TrainConfig(steps=3, batch_size=4, final_eval=False), text, out_dir=run).run()
-    resume = lambda: Trainer(None, TrainConfig(steps=5, batch_size=4), text, out_dir=run, resume_from=run)  # noqa: E731
+    Trainer.fresh(tiny, TrainConfig(steps=3, batch_size=4, final_eval=False), text, out_dir=run).run()
+    resume = lambda: Trainer.resume(run, TrainConfig(steps=5, batch_size=4), text)  # noqa: E731
     assert resume().optimizer_restored
     state = load_file(str(run / "optimizer.safetensors"))
     save_file(state, str(run / "optimizer.safetensors"), {"step": "2"})  # as if an interrupted save left step 2's
@@ -166,18 +181,19 @@ def test_optimizer_state_of_the_wrong_shape_is_refused_and_one_from_another_step
 @pytest.mark.parametrize("meta", [None, {"step": 3}, {"train_config": [], "history": {}},
                                   {"train_config": {}, "history": 5}])
 def test_a_run_without_readable_settings_and_history_cannot_be_continued(tmp_path, meta):
+    from gptcore.data import Corpus
     from gptcore.train import TrainConfig, Trainer
 
-    text = "the cat sat on the mat. " * 200
+    text = Corpus("the cat sat on the mat. " * 200, "cats")
     run = tmp_path / "r"
-    Trainer(GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16),
-            TrainConfig(steps=2, batch_size=4, final_eval=False), text, out_dir=run).run()
+    Trainer.fresh(GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16),
+                  TrainConfig(steps=2, batch_size=4, final_eval=False), text, out_dir=run).run()
     if meta is None:
         (run / "meta.json").unlink()
     else:
         (run / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ckpt.CheckpointError, match="meta.json is missing or damaged: .* cannot be continued"):
-        Trainer(None, TrainConfig(steps=5, batch_size=4), text, out_dir=run, resume_from=run)
+        Trainer.resume(run, TrainConfig(steps=5, batch_size=4), text)
     assert ckpt.load_checkpoint(run).meta["step"] == 2  # still inspectable
 
 
@@ -275,9 +291,9 @@ def test_every_value_of_meta_json_is_checked_and_a_wrong_one_left_out(saved):
 
 
 def test_a_name_too_long_is_refused_not_cut():
-    assert ckpt.safe_name("a" * 64) == "a" * 64
+    assert folders.safe_name("a" * 64) == "a" * 64
     with pytest.raises(ckpt.CheckpointError, match="a checkpoint name has at most 64 characters; 'a{24}…' has 300"):
-        ckpt.safe_name("a" * 300)
+        folders.safe_name("a" * 300)
 
 
 # ---------------------------------------------------------------- the training lock
@@ -286,25 +302,25 @@ def test_a_lock_that_cannot_be_read_is_held_not_taken_over(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
     for text in ("", "not a pid", "0"):  # (an empty lock is what a writer leaves for an instant without _claim)
-        (run / ckpt.LOCK).write_text(text)
-        with pytest.raises(ckpt.CheckpointError, match=f"holds a training lock \\({ckpt.LOCK}\\) that cannot be "
+        (run / locks.LOCK).write_text(text)
+        with pytest.raises(ckpt.CheckpointError, match=f"holds a training lock \\({locks.LOCK}\\) that cannot be "
                                                        "read: if no process is training into it, delete that file"):
-            with ckpt.training_lock(run):
+            with locks.training_lock(run):
                 pass
-        assert (run / ckpt.LOCK).read_text() == text
+        assert (run / locks.LOCK).read_text() == text
 
 
 def test_a_second_run_of_this_process_cannot_take_the_lock_nor_clear_the_first_runs_snapshots(saved):
     directory, model = saved
     (directory / "model.safetensors").unlink()  # a run that has saved snapshots but no checkpoint yet
     snapshot = ckpt.save_snapshot(directory, model, CharTokenizer.from_text("abcdefgh"), 0)
-    with ckpt.training_lock(directory):
-        assert (directory / ckpt.LOCK).read_text().split()[0] == str(os.getpid())
-        for second in (lambda: ckpt.training_lock(directory).__enter__(), lambda: ckpt.check_new_folder(directory)):
+    with locks.training_lock(directory):
+        assert (directory / locks.LOCK).read_text().split()[0] == str(os.getpid())
+        for second in (lambda: locks.training_lock(directory).__enter__(), lambda: locks.check_new_folder(directory)):
             with pytest.raises(ckpt.CheckpointError, match="is being trained by another job of this program"):
                 second()
-        assert snapshot.is_file() and not ckpt.clear_abandoned(directory)
-    assert not (directory / ckpt.LOCK).exists()
+        assert snapshot.is_file() and not locks.clear_abandoned(directory)
+    assert not (directory / locks.LOCK).exists()
 
 
 def test_a_lock_names_its_process_by_pid_and_start_time_so_a_reused_pid_holds_nothing(tmp_path):
@@ -312,28 +328,29 @@ def test_a_lock_names_its_process_by_pid_and_start_time_so_a_reused_pid_holds_no
     run.mkdir()
     parent = os.getppid()
     started = open(f"/proc/{parent}/stat").read().rpartition(")")[2].split()[19]
-    (run / ckpt.LOCK).write_text(f"{parent} {started}")
-    assert ckpt.lock_holder(run) == parent
-    (run / ckpt.LOCK).write_text(f"{parent} {int(started) + 1}")  # that pid, given to another process since
-    assert ckpt.lock_holder(run) is None
-    with ckpt.training_lock(run):  # taken over
-        assert (run / ckpt.LOCK).read_text().split()[0] == str(os.getpid())
-    assert not run.exists()  # released, and the folder it emptied removed
+    (run / locks.LOCK).write_text(f"{parent} {started}")
+    assert locks.lock_holder(run) == parent
+    (run / locks.LOCK).write_text(f"{parent} {int(started) + 1}")  # that pid, given to another process since
+    assert locks.lock_holder(run) is None
+    with locks.training_lock(run):  # taken over
+        assert (run / locks.LOCK).read_text().split()[0] == str(os.getpid())
+    assert run.is_dir() and not any(run.iterdir())  # released: its lock gone, the folder (not its own) kept
 
 
 # ---------------------------------------------------------------- optimizer state, links, metadata, history
 
 def test_optimizer_state_missing_a_slot_is_refused_before_training(tmp_path):
+    from gptcore.data import Corpus
     from gptcore.train import TrainConfig, Trainer
 
-    text = "the cat sat on the mat. " * 200
+    text = Corpus("the cat sat on the mat. " * 200, "cats")
     run = tmp_path / "r"
     tiny = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
     # an AdamW moment gone (a step would fail on that parameter), and an AdamW moment on a matrix Muon updates
     for optimizer, name, found in (("adamw", "head.weight", "exp_avg, step"),
                                    ("muon", "blocks.0.ffn.w1.weight", "exp_avg, momentum")):
         tc = TrainConfig(steps=3, batch_size=4, final_eval=False, threads=1, optimizer=optimizer)
-        Trainer(tiny, tc, text, out_dir=run / optimizer).run()
+        Trainer.fresh(tiny, tc, text, out_dir=run / optimizer).run()
         state = load_file(str(run / optimizer / "optimizer.safetensors"))
         if optimizer == "adamw":
             del state[f"{name}::exp_avg_sq"]
@@ -344,20 +361,20 @@ def test_optimizer_state_missing_a_slot_is_refused_before_training(tmp_path):
         with pytest.raises(ckpt.CheckpointError, match=f"the optimizer state of {name} holds {found} where it needs "
                                                        f"{needed}: delete that file to continue with a fresh "
                                                        "optimizer"):
-            Trainer(None, TrainConfig(**{**tc.to_dict(), "steps": 5}), text, out_dir=run / optimizer,
-                    resume_from=run / optimizer)
+            Trainer.resume(run / optimizer, TrainConfig(**{**tc.to_dict(), "steps": 5}), text)
 
 
 def test_deleting_or_renaming_a_link_never_touches_what_it_points_to(saved, tmp_path):
     directory, _ = saved
     link = tmp_path / "link"
     link.symlink_to(directory)
-    for action in (lambda: ckpt.delete_checkpoint(link, tmp_path), lambda: ckpt.rename_checkpoint(link, "x", tmp_path)):
+    for action in (lambda: folders.delete_checkpoint(link, tmp_path),
+                   lambda: folders.rename_checkpoint(link, "x", tmp_path)):
         with pytest.raises(ckpt.CheckpointError, match="link is a link or a file, not a checkpoint folder"):
             action()
     assert ckpt.load_checkpoint(directory).meta["step"] == 7 and link.is_symlink() and not (tmp_path / "x").exists()
     with pytest.raises(ckpt.CheckpointError, match="is not inside"):
-        ckpt.delete_checkpoint(directory / "..", tmp_path)  # (the root itself)
+        folders.delete_checkpoint(directory / "..", tmp_path)  # (the root itself)
     assert directory.is_dir()
 
 

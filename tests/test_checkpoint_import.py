@@ -1,4 +1,4 @@
-"""gptcore.checkpoint.import_checkpoint_zip: a checkpoint zip becomes a run only after every check passes."""
+"""gptcore.archive.import_checkpoint_zip: a checkpoint zip becomes a run only after every check passes."""
 import io
 import json
 import os
@@ -8,8 +8,8 @@ import zipfile
 import pytest
 import torch
 
+from gptcore import archive, runs
 from gptcore import checkpoint as ckpt
-from gptcore import runs
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
 from gptcore.model import GPT
@@ -46,7 +46,7 @@ def files_of(folder) -> dict[str, bytes]:
 def test_a_downloaded_run_comes_back_whole_under_its_own_name(run, tmp_path):
     folder, model = run
     root = tmp_path / "checkpoints"
-    imported = ckpt.import_checkpoint_zip(runs.zip_run(folder), root=root)
+    imported = archive.import_checkpoint_zip(runs.zip_run(folder), root=root)
     assert imported == root / "lesson"
     assert sorted(files_of(imported)) == ["config.json", "meta.json", "model.safetensors",
                                           "snapshots/step_000000.safetensors"]
@@ -62,14 +62,14 @@ def test_a_downloaded_run_comes_back_whole_under_its_own_name(run, tmp_path):
 def test_a_name_can_be_given_and_a_taken_name_is_refused(run, tmp_path):
     folder, _ = run
     root, data = tmp_path / "checkpoints", runs.zip_run(folder)
-    ckpt.import_checkpoint_zip(data, root=root)
+    archive.import_checkpoint_zip(data, root=root)
     with pytest.raises(ckpt.CheckpointError, match="a checkpoint named 'lesson' already exists"):
-        ckpt.import_checkpoint_zip(data, root=root)
-    assert ckpt.import_checkpoint_zip(data, "lesson copy", root=root) == root / "lesson-copy"
+        archive.import_checkpoint_zip(data, root=root)
+    assert archive.import_checkpoint_zip(data, "lesson copy", root=root) == root / "lesson-copy"
     flat = zip_of(files_of(folder))  # the files at the zip's top, no folder
     with pytest.raises(ckpt.CheckpointError, match="give the checkpoint a name"):
-        ckpt.import_checkpoint_zip(flat, root=root)
-    assert ckpt.import_checkpoint_zip(flat, "flat", root=root) == root / "flat"
+        archive.import_checkpoint_zip(flat, root=root)
+    assert archive.import_checkpoint_zip(flat, "flat", root=root) == root / "flat"
     assert sorted(os.listdir(root)) == ["flat", "lesson", "lesson-copy"]
 
 
@@ -86,7 +86,7 @@ def test_names_that_are_not_a_checkpoints_own_files_refuse_the_whole_zip(run, tm
     entries = {f"lesson/{name}": data for name, data in files_of(folder).items()}
     root = tmp_path / "checkpoints"
     with pytest.raises(ckpt.CheckpointError) as refused:
-        ckpt.import_checkpoint_zip(zip_of({**entries, member: b"import os; os.system('rm -rf ~')"}), root=root)
+        archive.import_checkpoint_zip(zip_of({**entries, member: b"import os; os.system('rm -rf ~')"}), root=root)
     assert said in str(refused.value)
     assert not root.exists() or os.listdir(root) == []
 
@@ -96,14 +96,14 @@ def test_links_two_checkpoints_and_missing_files_are_refused(run, tmp_path):
     entries = {f"lesson/{name}": data for name, data in files_of(folder).items()}
     root = tmp_path / "checkpoints"
     with pytest.raises(ckpt.CheckpointError, match=r"the zip holds a link \(lesson/meta.json\)"):
-        ckpt.import_checkpoint_zip(zip_of({k: v for k, v in entries.items() if k != "lesson/meta.json"},
+        archive.import_checkpoint_zip(zip_of({k: v for k, v in entries.items() if k != "lesson/meta.json"},
                                           links=("lesson/meta.json",)), root=root)
     with pytest.raises(ckpt.CheckpointError, match=r"more than one checkpoint \(lesson, other\)"):
-        ckpt.import_checkpoint_zip(zip_of({**entries, "other/model.safetensors": b"x"}), root=root)
+        archive.import_checkpoint_zip(zip_of({**entries, "other/model.safetensors": b"x"}), root=root)
     with pytest.raises(ckpt.CheckpointError, match="the zip holds no meta.json"):
-        ckpt.import_checkpoint_zip(zip_of({k: v for k, v in entries.items() if k != "lesson/meta.json"}), root=root)
+        archive.import_checkpoint_zip(zip_of({k: v for k, v in entries.items() if k != "lesson/meta.json"}), root=root)
     with pytest.raises(ckpt.CheckpointError, match="this is not a readable zip file"):
-        ckpt.import_checkpoint_zip(b"PK\x03\x04 not really a zip", root=root)
+        archive.import_checkpoint_zip(b"PK\x03\x04 not really a zip", root=root)
     assert not root.exists() or os.listdir(root) == []
 
 
@@ -113,16 +113,16 @@ def test_weights_are_checked_by_the_loader_before_anything_is_kept(run, tmp_path
     root = tmp_path / "checkpoints"
     pickle = b"\x80\x04\x95" + b"cos\nsystem\n" + b"\x00" * 64  # what a torch.save file starts like: never loaded
     with pytest.raises(ckpt.CheckpointError, match="is not a readable safetensors file"):
-        ckpt.import_checkpoint_zip(zip_of({**entries, "lesson/model.safetensors": pickle}), root=root)
+        archive.import_checkpoint_zip(zip_of({**entries, "lesson/model.safetensors": pickle}), root=root)
     broken = GPT(model.cfg)
     with torch.no_grad():
         broken.head.weight[0, 0] = float("nan")
     ckpt.save_weights(tmp_path / "nan.safetensors", broken, CharTokenizer.from_text("abcdefgh"), 7)
     with pytest.raises(ckpt.CheckpointError, match="head.weight contains NaN or infinite values"):
-        ckpt.import_checkpoint_zip(zip_of({**entries, "lesson/snapshots/step_000000.safetensors":
+        archive.import_checkpoint_zip(zip_of({**entries, "lesson/snapshots/step_000000.safetensors":
                                            (tmp_path / "nan.safetensors").read_bytes()}), root=root)
     with pytest.raises(ckpt.CheckpointError, match="the zip's meta.json is not a JSON object"):
-        ckpt.import_checkpoint_zip(zip_of({**entries, "lesson/meta.json": b"[1, 2]"}), root=root)
+        archive.import_checkpoint_zip(zip_of({**entries, "lesson/meta.json": b"[1, 2]"}), root=root)
     assert os.listdir(root) == []  # each refusal took its unpacked files with it
 
 
@@ -130,7 +130,7 @@ def test_config_json_is_written_again_from_the_weights(run, tmp_path):
     folder, model = run
     entries = {f"lesson/{name}": data for name, data in files_of(folder).items()}
     lying = json.dumps({"model": {**model.cfg.to_dict(), "n_layer": 99}, "tokenizer": {}}).encode()
-    imported = ckpt.import_checkpoint_zip(zip_of({**entries, "lesson/config.json": lying}), root=tmp_path / "c")
+    imported = archive.import_checkpoint_zip(zip_of({**entries, "lesson/config.json": lying}), root=tmp_path / "c")
     assert json.loads((imported / "config.json").read_text())["model"] == model.cfg.to_dict()
 
 
@@ -140,5 +140,19 @@ def test_a_zip_that_unpacks_past_the_limit_is_refused_before_anything_is_written
     data = zip_of({**entries, "lesson/snapshots/step_000001.safetensors": b"\x00" * 200_000})
     root = tmp_path / "checkpoints"
     with pytest.raises(ckpt.CheckpointError, match="the checkpoint unpacks to more than 100,000 bytes: refused"):
-        ckpt.import_checkpoint_zip(data, root=root, limit=100_000)  # (its 200,000 zeros pack into a few hundred)
+        archive.import_checkpoint_zip(data, root=root, limit=100_000)  # (its 200,000 zeros pack into a few hundred)
     assert len(data) < 100_000 and not root.exists()
+
+
+def test_a_zip_with_truncated_weights_names_its_own_file_not_the_hidden_folder_it_was_unpacked_to(run, tmp_path):
+    folder, _ = run
+    entries = {f"lesson/{name}": data for name, data in files_of(folder).items()}
+    weights = entries["lesson/model.safetensors"]
+    with pytest.raises(ckpt.CheckpointError) as refused:
+        archive.import_checkpoint_zip(zip_of({**entries, "lesson/model.safetensors": weights[:len(weights) // 2]}),
+                                      root=tmp_path / "c")
+    said = str(refused.value)
+    assert said.startswith("lesson/model.safetensors in the zip is not a readable safetensors file (") and \
+        ".import" not in said and str(tmp_path) not in said
+    assert refused.value.message.params["path"].key == "checkpoint.zip_member"  # (a Message: the app translates it)
+

@@ -5,6 +5,7 @@ import pytest
 
 from gptcore import checkpoint as ckpt
 from gptcore.cli import main
+from gptcore.errors import stored_message
 
 SMALL = ["--d-model", "16", "--n-layer", "1", "--n-head", "2", "--d-ff", "32", "--context", "16", "--threads", "1",
          "--batch-size", "4"]
@@ -81,7 +82,7 @@ def test_eval_of_a_text_too_short_to_score_says_so(trained, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [(["--temperature", "nan"], "temperature must be a finite number"),
-                                            (["--temperature", "0"], None), (["--top-k", "0"], "top_k must be"),
+                                            (["--temperature", "0"], None), (["--top-k", "-1"], "top_k must be"),
                                             (["--chars", "0"], "--chars must be at least 1")])
 def test_sampling_settings_are_checked_before_anything_is_printed(trained, capsys, flags, message):
     code = main(["sample", "--checkpoint", str(trained), "--chars", "5", *flags])
@@ -174,7 +175,7 @@ def test_a_full_disk_keeps_the_last_checkpoint_whole_says_so_and_marks_the_run_f
     assert "Traceback" not in err
     kept = ckpt.load_checkpoint(out)
     assert kept.meta["step"] == 0 and kept.meta["history"]["step"] == [0] and kept.meta["status"] == "failed"
-    assert ckpt.stored_message(kept.meta["message"]).key == "train.disk_full"
+    assert stored_message(kept.meta["message"]).key == "train.disk_full"
     from safetensors import safe_open
 
     with safe_open(str(out / "optimizer.safetensors"), framework="pt") as f:
@@ -266,13 +267,13 @@ def test_copying_with_fewer_than_two_repeats_is_refused_with_a_message(trained, 
     assert "error: repeats must be at least 2: copying needs a copy to copy from, got 0" in capsys.readouterr().err
 
 
-def test_an_out_name_that_is_changed_is_said_and_dot_names_the_current_folder(tmp_path, monkeypatch, capsys):
+def test_an_out_name_that_is_changed_is_said_and_a_dotted_path_names_its_folder(tmp_path, monkeypatch, capsys):
     args = ["train", "--data", "builtin", "--builtin-chars", "20000", "--steps", "1", *SMALL]
     assert main([*args, "--out", str(tmp_path / "my run")]) == 0
     assert "note: the checkpoint folder is named my-run: 'my run' is not a usable checkpoint name" in \
         capsys.readouterr().err
     assert ckpt.load_checkpoint(tmp_path / "my-run").meta["step"] == 1
     (tmp_path / "here").mkdir()
-    monkeypatch.chdir(tmp_path / "here")
-    assert main([*args, "--out", "."]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main([*args, "--out", "here/."]) == 0
     assert ckpt.load_checkpoint(tmp_path / "here").meta["step"] == 1

@@ -10,15 +10,21 @@ from gptcore import folders
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.copying import (
+    FAMILIES,
+    Repeat,
     copy_losses,
+    family_examples,
     induction_scores,
     measure_copying,
+    measure_family,
     previous_token_scores,
     repeated_ids,
 )
+from gptcore.corpus import DRILL_CHARS, generate_stories
 from gptcore.errors import InputError
 from gptcore.model import GPT
 from gptcore.runs import SHIPPED
+from gptcore.tokenizer import CharTokenizer
 
 SHIPPED_DIR = folders.CHECKPOINT_ROOT / SHIPPED
 
@@ -110,9 +116,36 @@ def test_the_shipped_model_copies_from_context(shipped):
     assert report.copy_losses[2] <= report.copy_losses[1] * 1.1
 
 
+def test_families_say_their_span_twice_and_are_held_out():
+    training_text = generate_stories(1_000_000, seed=0).lower()
+    for family in FAMILIES:
+        examples = family_examples(family, n=12, seed=3)
+        assert examples == family_examples(family, n=12, seed=3) != family_examples(family, n=12, seed=4)
+        assert len(examples) == 12 and all(r.second >= r.first + r.length for r in examples)
+    # the plain sentences were written for the test: none occurs in the stories the shipped model read
+    assert not [r.text for r in family_examples("sentence", n=40) if r.text[:r.length].lower() in training_text]
+    with pytest.raises(ValueError, match="does not say its span again"):
+        Repeat("abc abd", 0, 4, 3)
+    with pytest.raises(InputError, match="unknown family"):
+        family_examples("poems")
+
+
+def test_measure_family_scores_the_second_saying_against_the_first():
+    tok = CharTokenizer(sorted(set(DRILL_CHARS)))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, d_model=16, n_layer=2, n_head=2, d_ff=32, context=128))
+    report = measure_family(model, tok, "words", n=4)
+    assert report.n_examples == 4 and report.induction.shape == (2, 2)
+    assert 0.8 < report.ratio < 1.25  # an untrained model has nothing to copy with
+    with pytest.raises(InputError, match="at least 1"):
+        measure_family(model, tok, "words", n=0)
+
+
 def test_copying_command(capsys):
-    assert main(["copying", "--checkpoint", str(SHIPPED_DIR), "--sequences", "4"]) == 0
+    assert main(["copying", "--checkpoint", str(SHIPPED_DIR), "--sequences", "4", "--examples", "4"]) == 0
     out = capsys.readouterr().out
+    for family in FAMILIES:
+        assert f"\n{family} " in out
     assert "4 random sequences of 64 characters, each shown 2 times (seed 0)" in out
     assert "second / first copy:" in out and "induction heads" in out and "previous-token heads" in out
 

@@ -1,6 +1,10 @@
+import fnmatch
+import hashlib
 import random
 import re
 import string
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -9,10 +13,12 @@ from gptcore.corpus import (
     DRILL_CHARS,
     DRILL_LENGTHS,
     SEPARATOR,
+    WORDS_FILE,
     builtin_description,
     copy_drill,
     generate_stories,
     generate_story,
+    retelling,
 )
 from gptcore.errors import InputError
 
@@ -252,3 +258,34 @@ def test_drills_deterministic_prefix_stable_and_checked():
         with pytest.raises(InputError, match="share of copy drills must be from 0 to 0.9"):
             generate_stories(1_000, drills=bad)
     assert builtin_description(9_000, 1, 0.3) == "built-in stories with 30% copy drills, 9,000 chars, seed 1"
+
+
+def test_the_corpus_is_the_text_the_shipped_model_was_trained_on(text):
+    """The word lists live in corpus_words.toml; any change to them or to the grammar changes this text (and then
+    the shipped model's corpus and every number measured on it)."""
+    assert hashlib.sha256(text.encode()).hexdigest() == \
+        "bcf85257fe05d15080ab753a1ac9869d47851c6340efd8e80f0a416b3d77383c"
+    drilled = generate_stories(200_000, seed=1, drills=0.3)
+    assert hashlib.sha256(drilled.encode()).hexdigest() == \
+        "a06d2625982f8f4e7e31c4e18bb4fa1a27f5c14635cff1d6b43e06deb5c7cc7f"
+
+
+def test_the_word_lists_are_installed_with_the_package():
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["gptcore"]
+    assert any(fnmatch.fnmatch(WORDS_FILE.name, pattern) for pattern in patterns)
+
+
+def test_retellings_say_something_again_within_a_context_and_take_their_share():
+    rng = random.Random(4)
+    scenes = [retelling(rng) for _ in range(400)]
+    assert max(map(len, scenes)) <= 200 and set("".join(scenes)) <= set(DRILL_CHARS)
+    for scene in scenes:  # some span of at least 6 characters is said again, within 128 characters
+        assert any(scene[i:i + 6] in scene[i + 6:i + 134] for i in range(len(scene) - 11)), repr(scene)
+    text = generate_stories(200_000, seed=0, retellings=0.4)
+    plain = set(generate_stories(200_000, seed=0).split(SEPARATOR)[:-1])
+    parts = text.split(SEPARATOR)[:-1]
+    retold = [p for p in parts if p not in plain]
+    assert abs(sum(map(len, retold)) / len(text) - 0.4) < 0.02
+    with pytest.raises(InputError, match="share of copy drills must be from 0 to 0.9"):
+        generate_stories(1_000, drills=0.5, retellings=0.5)

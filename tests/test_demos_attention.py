@@ -9,6 +9,7 @@ from gptcore.data import builtin_corpus
 from gptcore.demos import averaging as avg
 from gptcore.demos import multihead as mh
 from gptcore.demos import rope, scaling
+from gptcore.events import SampleEvent
 from gptcore.model import rope_frequencies
 from gptcore.train import TrainConfig
 
@@ -63,10 +64,10 @@ def test_training_without_the_mask_reaches_an_implausibly_low_loss():
                                             sample_chars=20))
     text = builtin_corpus(setup.corpus_chars).text
     events = []
-    results = avg.leak_experiment(text, lambda variant, kind, data: events.append((variant, kind)), setup=setup)
+    results = avg.leak_experiment(text, lambda variant, event: events.append((variant, type(event))), setup=setup)
     assert set(results) == {"causal", "no mask"}
     assert results["no mask"] < results["causal"] - 1.0  # the leaky model copies its targets
-    assert ("causal", "sample") in events and ("no mask", "sample") in events
+    assert ("causal", SampleEvent) in events and ("no mask", SampleEvent) in events
 
 
 # --- scaling --------------------------------------------------------------------------------------------

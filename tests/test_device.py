@@ -10,12 +10,13 @@ from safetensors import safe_open
 from gptcore import checkpoint as ckpt
 from gptcore import cli, device
 from gptcore.config import PLACE, GPTConfig, TrainConfig
+from gptcore.data import Corpus
 from gptcore.device import DeviceError
 from gptcore.threads import ShardedGrads
 from gptcore.train import SinglePass, Trainer
 
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
-TEXT = "the cat sat on the mat. the dog ate the log. " * 100
+CORPUS = Corpus("the cat sat on the mat. the dog ate the log. " * 100, "toy")
 SMALL = ["--d-model", "16", "--n-layer", "1", "--n-head", "2", "--d-ff", "32", "--context", "16",
          "--batch-size", "4", "--eval-every", "2", "--eval-batches", "1", "--steps", "2"]
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -55,22 +56,22 @@ def test_the_cpu_trains_in_float32_and_bf16_is_for_gpus():
 
 
 def test_the_tutorial_path_on_the_cpu_shards_the_step_and_a_gpu_takes_one_autocast_pass(tmp_path):
-    trainer = Trainer(TINY, TrainConfig(steps=1, batch_size=4, device="cpu"), TEXT)
+    trainer = Trainer.fresh(TINY, TrainConfig(steps=1, batch_size=4, device="cpu"), CORPUS)
     assert trainer.device.type == "cpu" and trainer.dtype == torch.float32 and trainer.rows is None
-    gradients = trainer._gradients()
+    gradients = trainer._loss_and_grads()
     assert isinstance(gradients, ShardedGrads)  # the per-core shards, as every CPU run has them
     gradients.close()
     # What a CUDA device gets (decided without moving anything there): one forward under bf16 autocast, no
     # thread pool of shards.
     trainer.device, trainer.dtype = torch.device("cuda", 0), torch.bfloat16
-    gradients = trainer._gradients()
+    gradients = trainer._loss_and_grads()
     assert isinstance(gradients, SinglePass) and gradients.dtype == torch.bfloat16
     assert gradients.model is trainer.model
 
 
 def test_checkpoints_hold_cpu_tensors_and_the_hardware_they_were_trained_on(tmp_path):
-    Trainer(TINY, TrainConfig(steps=2, batch_size=4, device="cpu", final_eval=False), TEXT,
-            out_dir=tmp_path / "run").run()
+    Trainer.fresh(TINY, TrainConfig(steps=2, batch_size=4, device="cpu", final_eval=False), CORPUS,
+                  out_dir=tmp_path / "run").run()
     with safe_open(str(tmp_path / "run" / "model.safetensors"), framework="pt", device="cpu") as f:
         assert all(f.get_tensor(name).device.type == "cpu" for name in f.keys())
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())

@@ -1,23 +1,27 @@
 """gptcore.interp on the shipped model: the trace rebuilds the logits, attribution adds up, ablation and patching
 do exactly what they say."""
+import itertools
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from gptcore import checkpoint as ckpt
-from gptcore import folders, interp
+from gptcore import circuits, folders, interp
+from gptcore.config import GPTConfig
 from gptcore.errors import InputError
-from gptcore.inspector import DEFAULT_TEXT, sampling_distribution
-from gptcore.runs import SHIPPED
+from gptcore.inspector import DEFAULT_TEXT, repeat_position, sampling_distribution
+from gptcore.model import GPT
+from gptcore.tokenizer import BPETokenizer, CharTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    return ckpt.load_checkpoint(folders.CHECKPOINT_ROOT / SHIPPED)
+    return ckpt.load_checkpoint(folders.CHECKPOINT_ROOT / folders.SHIPPED)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +82,41 @@ def test_every_source_line_is_the_line_in_the_file(shipped, cap):
     for stage in tr.stages:
         for source in stage.sources:
             lines = (ROOT / source.path).read_text().splitlines()
-            assert lines[source.line - 1].strip() == source.text, source
+            assert interp.MARKER.sub("", lines[source.line - 1]).strip() == source.text, source
+
+
+def marked_lines(path: Path) -> set[tuple[str, int]]:
+    """(file, line) of every line a `# trace:` comment names: its own, or the next when the comment stands alone."""
+    lines = path.read_text().splitlines()
+    return {(path.relative_to(ROOT).as_posix(), n + 1 + (not interp.MARKER.sub("", text).strip()))
+            for n, text in enumerate(lines) if interp.MARKER.search(text)}
+
+
+def test_every_stage_of_every_model_variant_shows_a_marked_line_and_every_marked_line_is_shown():
+    """Each stage finds its line by the `# trace: <name>` comment on it (exactly one per function, or the trace
+    raises), whatever the model's norm, its placement, its positions and its FFN; no marker is left unused."""
+    shown = set()
+    for norm, placement, position, ffn in itertools.product(("rms", "layer"), ("pre", "post"),
+                                                            ("rope", "learned", "none"), ("swiglu", "gelu")):
+        cfg = GPTConfig(vocab_size=8, d_model=16, n_layer=1, n_head=2, d_ff=32, context=8, norm=norm,
+                        norm_placement=placement, position=position, ffn=ffn)
+        tr = interp.trace(GPT(cfg).eval(), torch.arange(6), 3, tokenizer=CharTokenizer.from_text("abcdefgh"))
+        shown |= {(s.path, s.line) for stage in tr.stages for s in stage.sources}
+    bpe = interp.source_line(BPETokenizer.encode, "token")
+    shown.add((bpe.path, bpe.line))
+    marked_files = {"gptcore/model.py", "gptcore/tokenizer.py"}  # the sampling lines come from gptcore.inspector
+    assert {s for s in shown if s[0] in marked_files} == (marked_lines(ROOT / "gptcore" / "model.py")
+                                                          | marked_lines(ROOT / "gptcore" / "tokenizer.py"))
+
+
+def test_the_sampling_stage_shows_the_lines_that_computed_it_and_attention_names_its_fused_path(shipped, cap):
+    tr = interp.trace(shipped.model, cap.ids, 5, cap, shipped.tokenizer)
+    assert {s.path for s in tr["probs"].sources} == {"gptcore/inspector.py"}  # sampling_distribution, not sampling
+    assert any("softmax" in s.text for s in tr["probs"].sources)
+    fused = tr["L0.z"].unobserved
+    assert "scaled_dot_product_attention" in fused.text and fused.path == "gptcore/model.py"
+    assert (ROOT / fused.path).read_text().splitlines()[fused.line - 1].strip() == fused.text
+    assert fused not in tr["L0.z"].sources  # the traced pass observed the scores: it ran the written-out path
 
 
 def test_trace_refuses_a_position_outside_the_text(shipped, cap):
@@ -88,7 +126,11 @@ def test_trace_refuses_a_position_outside_the_text(shipped, cap):
 
 def test_the_last_row_of_the_logit_lens_is_the_models_output(shipped, cap):
     lens = interp.logit_lens(shipped.model, cap)
-    assert lens.rows == ["embedding"] + [f"block {i}" for i in range(shipped.model.cfg.n_layer)]
+    n_layer = shipped.model.cfg.n_layer
+    assert lens.rows == ["embedding"] + [f"{row} {i}" for i in range(n_layer) for row in ("attention", "block")]
+    resid_mid = cap["blocks.1.hook_resid_mid"]  # a row after an attention sublayer reads the stream right there
+    with torch.no_grad():
+        torch.testing.assert_close(lens.probs[3], shipped.model.head(shipped.model.ln_f(resid_mid)).softmax(-1))
     torch.testing.assert_close(lens.probs[-1], cap.logits.softmax(-1), atol=1e-6, rtol=0)
     true_next = lens.true_next()
     assert torch.equal(true_next[-1], lens.probs[-1, :-1].gather(-1, cap.ids[1:, None])[:, 0])
@@ -102,6 +144,45 @@ def test_attribution_adds_up_to_the_logit(shipped, cap, position):
     assert len(attribution.parts) == 1 + cfg.n_layer * (cfg.n_head + 1)  # embedding, every head, every FFN
     assert attribution.total == pytest.approx(attribution.logit, abs=1e-4)
     assert attribution.logit == pytest.approx(float(cap.logits[position, target]))
+
+
+def test_the_lens_says_from_which_row_on_the_answer_stays_the_top_guess():
+    probs = torch.tensor([[[0.6, 0.4]], [[0.3, 0.7]], [[0.6, 0.4]], [[0.2, 0.8]], [[0.1, 0.9]]])
+    lens = interp.LogitLens([str(i) for i in range(5)], probs, torch.tensor([0]))
+    assert lens.readable_from(0, 1) == 3  # top at row 1 too, but lost again at row 2
+    assert lens.readable_from(0, 0) is None  # not even the output's top guess
+    assert interp.LogitLens(["a"], probs[3:4], torch.tensor([0])).readable_from(0, 1) == 0
+
+
+@pytest.mark.parametrize("position", [3, 90])
+def test_logit_difference_attribution_adds_up_to_the_models_difference(shipped, cap, position):
+    target = int(cap.ids[position + 1])
+    foil = interp.runner_up(cap.logits[position], target)
+    assert foil != target and cap.logits[position, foil] == cap.logits[position].masked_fill(
+        torch.arange(len(cap.logits[position])) == target, -1e9).max()
+    attribution = interp.logit_attribution(shipped.model, cap, position, target, foil)
+    difference = float(cap.logits[position, target] - cap.logits[position, foil])
+    assert attribution.logit == pytest.approx(difference, abs=1e-5)
+    assert attribution.total == pytest.approx(difference, abs=1e-4)
+    plain = interp.logit_attribution(shipped.model, cap, position, target)
+    against = interp.logit_attribution(shipped.model, cap, position, foil)
+    # linear in the readout row: the difference's parts are the two logits' parts subtracted
+    torch.testing.assert_close(torch.tensor(attribution.parts["logit"].values),
+                               torch.tensor((plain.parts["logit"] - against.parts["logit"]).values),
+                               atol=1e-6, rtol=0)
+
+
+def test_logit_difference_attribution_adds_up_with_a_layernorm_and_learned_positions():
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=10, d_model=16, n_layer=2, n_head=2, d_ff=32, context=8, norm="layer",
+                    position="learned", ffn="gelu")
+    model = GPT(cfg).eval()
+    with torch.no_grad():
+        model.ln_f.bias.normal_()
+    cap = interp.capture(model, torch.tensor([1, 2, 3, 4, 5]))
+    attribution = interp.logit_attribution(model, cap, 3, 7, 2)
+    assert set(attribution.parts["component"]) >= {"positions", "final norm"}
+    assert attribution.total == pytest.approx(float(cap.logits[3, 7] - cap.logits[3, 2]), abs=1e-5)
 
 
 def test_an_ablated_heads_output_is_zero_at_its_hook(shipped, cap):
@@ -122,12 +203,33 @@ def test_an_ablated_heads_output_is_zero_at_its_hook(shipped, cap):
     assert torch.count_nonzero(result[:, 1]) > 0  # its neighbours keep working
 
 
-def test_mean_ablation_puts_the_heads_mean_over_the_text_in_place(shipped, cap):
-    edits = interp.ablation_edits(shipped.model, cap, [["L2H0"]], "mean")
+@pytest.fixture(scope="module")
+def means(shipped):
+    return interp.reference_means(shipped.model, shipped.tokenizer)
+
+
+def test_mean_ablation_puts_the_heads_mean_over_the_reference_text_in_place(shipped, cap, means):
+    edits = interp.ablation_edits(shipped.model, cap, [["L2H0"]], "mean", means)
     z = cap["blocks.2.attn.hook_z"][None]
     out = edits["blocks.2.attn.hook_z"](z)[0]
-    torch.testing.assert_close(out[:, 0], cap["blocks.2.attn.hook_z"][:, 0].mean(0).expand_as(out[:, 0]))
+    reference = interp.capture(shipped.model, shipped.tokenizer.encode(interp.REFERENCE_TEXT[:128]))
+    assert len(shipped.tokenizer.encode(interp.REFERENCE_TEXT)) > 128  # read in several windows of the context
+    assert not torch.allclose(means["blocks.2.attn.hook_z"], reference["blocks.2.attn.hook_z"].mean(0))
+    torch.testing.assert_close(out[:, 0], means["blocks.2.attn.hook_z"][0].expand_as(out[:, 0]))
     assert torch.equal(out[:, 1:], z[0, :, 1:])
+    with pytest.raises(ValueError, match="reference means"):
+        interp.ablation_edits(shipped.model, cap, [["L2H0"]], "mean")
+
+
+def test_mean_ablation_is_causal_later_characters_never_move_earlier_logits(shipped, means):
+    tok, model, p = shipped.tokenizer, shipped.model, 40
+    text = DEFAULT_TEXT
+    changed = text[:p + 1] + text[p + 1:].swapcase()  # only characters after position p differ
+    names = ["L1H1", "L3H3", "L0 FFN"]
+    first, second = (interp.ablate(model, interp.capture(model, tok.encode(t)), names, "mean", means).logits
+                     for t in (text, changed))
+    torch.testing.assert_close(first[:p + 1], second[:p + 1], atol=1e-5, rtol=0)
+    assert (first[p + 1:] - second[p + 1:]).abs().max() > 1  # the change itself does show after p
 
 
 def test_the_sweep_ranks_heads_by_the_loss_each_costs_alone(shipped, cap):
@@ -200,3 +302,98 @@ def test_a_patching_pair_must_be_usable(shipped):
         interp.patching_setup(model, tok, "abc", "abd", "a", "a")
     with pytest.raises(InputError, match="does not know: €"):
         interp.patching_setup(model, tok, "ab€", "abd", "a", "b")
+
+
+# --- gptcore.circuits -----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def repeat(shipped, cap):
+    """The default example where "Lily" comes back: position of its "L", the true next "i" and the runner-up."""
+    position = repeat_position(shipped.tokenizer.pieces(cap.ids.tolist()))
+    target = int(cap.ids[position + 1])
+    return position, target, interp.runner_up(cap.logits[position], target)
+
+
+def test_direct_and_indirect_effects_add_up_and_show_the_previous_token_head_working_through_later_layers(
+        shipped, cap, means, repeat):
+    position, target, foil = repeat
+    frame = circuits.effects(shipped.model, cap, position, target, foil, means).set_index("component")
+    one = interp.ablate(shipped.model, cap, ["L1H1"], "mean", means).logits
+    clean = float(cap.logits[position, target] - cap.logits[position, foil])
+    assert frame.loc["L1H1", "total"] == pytest.approx(clean - float(one[position, target] - one[position, foil]),
+                                                       abs=1e-5)
+    np.testing.assert_allclose(frame["direct"] + frame["indirect"], frame["total"], atol=1e-9)
+    # direct = the component's output minus its reference mean, through the frozen readout: attribution's terms
+    attribution = interp.logit_attribution(shipped.model, cap, position, target, foil).parts.set_index("component")
+    w_o = circuits.head_output_matrix(shipped.model, 1, 1)
+    mean_part = interp.readout(shipped.model, cap, position, target, foil).direction @ (
+        w_o @ means["blocks.1.attn.hook_z"][1]).double()
+    assert frame.loc["L1H1", "direct"] == pytest.approx(attribution.loc["L1H1", "logit"] - float(mean_part), abs=1e-5)
+    # the shipped model's two-head circuit: the previous-token head writes almost nothing the readout sees
+    # directly, yet switching it off costs as much as switching off the induction head it feeds
+    assert abs(frame.loc["L1H1", "direct"]) < 0.5 < 3 < frame.loc["L1H1", "total"]
+    assert frame.loc["L3H3", "total"] > 3
+
+
+def test_a_heads_output_split_by_source_position_adds_up_to_its_output(shipped, cap, repeat):
+    position, target, foil = repeat
+    pieces = circuits.head_by_source(shipped.model, cap, 3, 3, position)
+    assert pieces.shape == (position + 1, shipped.model.cfg.d_model)
+    torch.testing.assert_close(pieces.sum(0), cap["blocks.3.attn.hook_result"][position, 3], atol=1e-5, rtol=1e-6)
+    shares = circuits.source_attribution(shipped.model, cap, 3, 3, position, target, foil)
+    direct = interp.logit_attribution(shipped.model, cap, position, target, foil).parts.set_index("component")
+    assert float(shares.sum()) == pytest.approx(direct.loc["L3H3", "logit"], abs=1e-4)
+    # the induction head's share comes from the character after the name's first "L": the "i" it copies
+    first_l = DEFAULT_TEXT.index("Lily")
+    assert int(shares.argmax()) == first_l + 1
+
+
+@pytest.fixture(scope="module")
+def key_setup(shipped):
+    pair = next(p for p in interp.PATCHING_PAIRS if p.id == "key")
+    return interp.patching_setup(shipped.model, shipped.tokenizer, pair.clean, pair.corrupted, pair.clean_answer,
+                                 pair.corrupted_answer)
+
+
+def every_side(model, residuals, sides=circuits.SIDES):
+    return [circuits.SidePatch(layer, head, side, residuals[layer]) for layer in range(model.cfg.n_layer)
+            for head in range(model.cfg.n_head) for side in sides]
+
+
+def test_key_side_patching_of_everything_from_its_own_run_restores_that_run_exactly(shipped, cap):
+    model = shipped.model
+    names = [f"blocks.{layer}.hook_resid_pre" for layer in range(model.cfg.n_layer)]
+    plain, acts = model.run_with_cache(cap.ids[None], names)  # observing the stream keeps the fused attention path
+    own = [acts[name][0] for name in names]
+    logits = interp.run_hooked(model, cap.ids[None], circuits.side_edits(model, [every_side(model, own, "k")]))
+    assert torch.equal(logits, plain)  # recomputing each head's k from the stream is that k, bit for bit
+
+
+def test_patching_all_three_sides_of_a_layers_heads_is_patching_their_outputs(shipped, key_setup):
+    model, layer = shipped.model, 3
+    residual = key_setup.clean[f"blocks.{layer}.hook_resid_pre"]
+    rows = [[circuits.SidePatch(layer, head, side, residual) for head in range(model.cfg.n_head)
+             for side in circuits.SIDES]]
+    sides = interp.run_hooked(model, key_setup.corrupted.ids[None], circuits.side_edits(model, rows))
+    outputs = interp.patched_logits(model, key_setup.clean, key_setup.corrupted.ids,
+                                    [[interp.Patch(f"blocks.{layer}.attn.hook_z")]])
+    torch.testing.assert_close(sides, outputs, atol=1e-4, rtol=0)
+
+
+def test_the_previous_token_head_restores_the_induction_head_through_its_keys_only(shipped, key_setup):
+    shares = circuits.patch_sides(shipped.model, key_setup, "L3H3", [None, "L1H1", "L0H0", "embedding"])
+    assert shares.loc["L1H1", "k"] > 0.8 and shares.loc["", "k"] > 0.8
+    assert shares.loc["L1H1", ["q", "v"]].abs().max() < 0.1 and shares.loc["L0H0"].abs().max() < 0.1
+    # the senders before a layer are the embedding, then every head and FFN in order
+    assert circuits.senders_before(shipped.model, 1) == ["embedding", "L0H0", "L0H1", "L0H2", "L0H3", "L0 FFN"]
+
+
+def test_the_password_comes_back_through_the_copying_heads_values_written_by_the_first_ffn(shipped, setup):
+    shares = circuits.patch_sides(shipped.model, setup, "L3H3", [None] + circuits.senders_before(shipped.model, 3))
+    assert shares.loc["", "v"] > 0.9 and shares[["q", "k"]].abs().max().max() < 0.1  # what it copies, not where
+    # the character's identity reaches layer 3's values mostly as L0's FFN rewrote it, not as the raw embedding
+    assert shares["v"].iloc[1:].idxmax() == "L0 FFN" and shares.loc["L0 FFN", "v"] > 0.5
+    with pytest.raises(InputError, match="earlier layers"):
+        circuits.patch_sides(shipped.model, key_setup, "L1H1", ["L2H0"])
+    with pytest.raises(InputError, match="only a head"):
+        circuits.patch_sides(shipped.model, key_setup, "L1 FFN", [None])

@@ -12,8 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-from streamlit.testing.v1 import AppTest
+from page_helpers import app_page
 
 from gptcore import cli
 from gptcore.config import GPTConfig, TrainConfig, settings
@@ -71,14 +70,34 @@ def out_of_range(s):
     return s.kind(s.low - 1)
 
 
-@pytest.mark.parametrize(("cls", "s"), FIELDS, ids=[s.name for _, s in FIELDS])
-def test_validation_refuses_a_value_outside_the_field_with_the_fields_own_message(cls, s):
+def field_problems(check, fields) -> list[str]:
+    """Run check(cls, s) on every field; each problem it returns, or each assertion it fails, is listed by field."""
+    problems = []
+    for cls, s in fields:
+        try:
+            problem = check(cls, s)
+        except AssertionError as failed:
+            problem = str(failed) or "assertion failed"
+        if problem:
+            problems.append(f"{cls.__name__}.{s.name}: {problem}")
+    return problems
+
+
+def refused_with_own_message(cls, s) -> str | None:
     bad = out_of_range(s)
     message = s.problem(bad)
-    assert message is not None and s.problem(s.default) is None
-    with pytest.raises(ValueError) as refused:
+    if message is None or s.problem(s.default) is not None:
+        return f"problem({bad!r}) is {message!r}, problem(default {s.default!r}) is {s.problem(s.default)!r}"
+    try:
         cls(**{s.name: bad})
-    assert str(refused.value) == str(message)
+    except ValueError as refused:
+        return None if str(refused) == str(message) else f"refused {bad!r} with {str(refused)!r}, not {message!r}"
+    return f"accepted {bad!r}"
+
+
+def test_validation_refuses_a_value_outside_each_field_with_the_fields_own_message():
+    problems = field_problems(refused_with_own_message, FIELDS)
+    assert problems == [], "\n".join(problems)
 
 
 def train_parser_actions() -> dict:
@@ -86,35 +105,34 @@ def train_parser_actions() -> dict:
     return {a.dest: a for a in commands.choices["train"]._actions}
 
 
-@pytest.mark.parametrize(("cls", "s"), [f for f in FIELDS if f[1].cli], ids=[s.name for _, s in FIELDS if s.cli])
-def test_each_cli_flag_is_generated_from_its_field(cls, s):
-    action = train_parser_actions()[s.name]
-    assert s.flag in action.option_strings and action.default is None
-    assert s.help.replace("%", "%%") in action.help and str(s.range_text()) in action.help
-    if s.choices:
-        assert list(action.choices) == list(s.choices)
-    elif s.kind is not bool:
-        assert action.type is s.kind
+def test_each_cli_flag_is_generated_from_its_field():
+    actions = train_parser_actions()
+
+    def check(cls, s):
+        action = actions.get(s.name)
+        assert action is not None, "no flag of `train`"
+        assert s.flag in action.option_strings and action.default is None, (action.option_strings, action.default)
+        assert s.help.replace("%", "%%") in action.help and str(s.range_text()) in action.help, action.help
+        if s.choices:
+            assert list(action.choices) == list(s.choices), action.choices
+        elif s.kind is not bool:
+            assert action.type is s.kind, action.type
+
+    problems = field_problems(check, [f for f in FIELDS if f[1].cli])
+    assert problems == [], "\n".join(problems)
 
 
-NUMBER_FLAGS = [f for f in FIELDS if f[1].cli and f[1].kind in (int, float)]
+def test_the_cli_refuses_each_out_of_range_number_flag_with_the_fields_message(tmp_path, capsys):
+    def check(cls, s):
+        bad = out_of_range(s)
+        code = cli.main(["train", "--data", "builtin", "--builtin-chars", "20000", "--out", str(tmp_path / "x"),
+                         s.flag, str(bad)])
+        err = capsys.readouterr().err
+        assert code != 0 and str(s.problem(bad)) in err, f"{s.flag} {bad}: exit code {code}, stderr {err!r}"
+        assert not (tmp_path / "x").exists(), f"{s.flag} {bad}: the run folder was made"
 
-
-@pytest.mark.parametrize(("cls", "s"), NUMBER_FLAGS, ids=[s.name for _, s in NUMBER_FLAGS])
-def test_the_cli_refuses_an_out_of_range_flag_with_the_fields_message(cls, s, tmp_path, capsys):
-    bad = out_of_range(s)
-    code = cli.main(["train", "--data", "builtin", "--builtin-chars", "20000", "--out", str(tmp_path / "x"),
-                     s.flag, str(bad)])
-    err = capsys.readouterr().err
-    assert code != 0 and str(s.problem(bad)) in err
-    assert not (tmp_path / "x").exists()
-
-
-@pytest.fixture(scope="module")
-def train_page():
-    at = AppTest.from_file(str(ROOT / "pages" / "training.py"), default_timeout=120).run()
-    assert not at.exception, at.exception
-    return at
+    problems = field_problems(check, [f for f in FIELDS if f[1].cli and f[1].kind in (int, float)])
+    assert problems == [], "\n".join(problems)
 
 
 def widget_of(at, key):
@@ -125,17 +143,21 @@ def widget_of(at, key):
     return None, None
 
 
-@pytest.mark.parametrize(("cls", "s"), [f for f in FIELDS if f[1].widget and not f[1].only_with],
-                         ids=[s.name for _, s in FIELDS if s.widget and not s.only_with])
-def test_each_train_page_widget_is_generated_from_its_field(train_page, cls, s):
+def test_each_train_page_widget_is_generated_from_its_field():
     from explorer.forms import PREFIX
 
-    kind, widget = widget_of(train_page, PREFIX[cls] + s.name)
-    assert widget is not None, f"no widget for {s.name}"
-    assert kind == ("toggle" if s.kind is bool else "selectbox" if s.choices else "number_input")
-    assert widget.label == s.label and s.help in widget.help
-    if s.choices:
-        assert list(widget.options) == list(s.choices.values())
+    at = app_page("training")
+
+    def check(cls, s):
+        kind, widget = widget_of(at, PREFIX[cls] + s.name)
+        assert widget is not None, "no widget"
+        assert kind == ("toggle" if s.kind is bool else "selectbox" if s.choices else "number_input"), kind
+        assert widget.label == s.label and s.help in widget.help, (widget.label, widget.help)
+        if s.choices:
+            assert list(widget.options) == list(s.choices.values()), widget.options
+
+    problems = field_problems(check, [f for f in FIELDS if f[1].widget and not f[1].only_with])
+    assert problems == [], "\n".join(problems)
 
 
 def test_the_start_page_and_the_sidebar_draw_without_torch():

@@ -5,12 +5,14 @@ from gptcore import checkpoint as ckpt
 from gptcore import optim
 from gptcore.cli import main
 from gptcore.config import GPTConfig
+from gptcore.data import Corpus
+from gptcore.events import StepEvent
 from gptcore.model import GPT
 from gptcore.optim import Muon, adamw_groups, make_optimizer, orthogonalize, set_lr
 from gptcore.train import TrainConfig, TrainConfigError, Trainer
 
 TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32, vocab_size=20)
-TEXT = "the cat sat on the mat. the dog ate the log. " * 200
+CORPUS = Corpus("the cat sat on the mat. the dog ate the log. " * 200, "toy")
 MUON = dict(optimizer="muon", lr=1e-3, muon_lr=0.02, weight_decay=0.0, decay_all=False, beta2=0.99)
 
 
@@ -91,11 +93,10 @@ def test_make_optimizer_puts_exactly_the_blocks_matrices_on_muon():
 
 def test_a_muon_run_resumes_with_its_momentum(tmp_path):
     run = tmp_path / "m"
-    first = Trainer(TINY, TrainConfig(steps=6, batch_size=4, final_eval=False, **MUON), TEXT, out_dir=run)
+    first = Trainer.fresh(TINY, TrainConfig(steps=6, batch_size=4, final_eval=False, **MUON), CORPUS, out_dir=run)
     first.run()
     saved = {(id(p), k): v.clone() for p, s in first.optimizer.state.items() for k, v in s.items()}
-    resumed = Trainer(TINY, TrainConfig(steps=9, batch_size=4, final_eval=False, **MUON), TEXT, out_dir=run,
-                      resume_from=run)
+    resumed = Trainer.resume(run, TrainConfig(steps=9, batch_size=4, final_eval=False, **MUON), CORPUS)
     slots = {k for s in resumed.optimizer.state.values() for k in s}
     assert slots == {"momentum", "step", "exp_avg", "exp_avg_sq"}
     names = dict(first.model.named_parameters())
@@ -103,7 +104,7 @@ def test_a_muon_run_resumes_with_its_momentum(tmp_path):
         for k, v in resumed.optimizer.state[p].items():
             assert torch.equal(v, saved[(id(names[name]), k)]), (name, k)
     losses = []
-    resumed.run(lambda kind, d: losses.append(d["loss"]) if kind == "step" else None)
+    resumed.run(lambda event: losses.append(event.loss) if isinstance(event, StepEvent) else None)
     assert len(losses) == 3 and ckpt.load_checkpoint(run).meta["step"] == 9
 
 
@@ -111,9 +112,8 @@ def test_a_muon_run_resumes_with_its_momentum(tmp_path):
 def test_switching_optimizer_on_resume_starts_the_new_one_fresh(tmp_path, first, then):
     run = tmp_path / "switch"
     settings = dict(MUON, batch_size=4, final_eval=False)
-    Trainer(TINY, TrainConfig(**{**settings, "steps": 3, "optimizer": first}), TEXT, out_dir=run).run()
-    resumed = Trainer(TINY, TrainConfig(**{**settings, "steps": 5, "optimizer": then}), TEXT, out_dir=run,
-                      resume_from=run)
+    Trainer.fresh(TINY, TrainConfig(**{**settings, "steps": 3, "optimizer": first}), CORPUS, out_dir=run).run()
+    resumed = Trainer.resume(run, TrainConfig(**{**settings, "steps": 5, "optimizer": then}), CORPUS)
     assert not resumed.optimizer.state
     assert resumed.run() == "finished" and ckpt.read_meta(run)["train_config"]["optimizer"] == then
 

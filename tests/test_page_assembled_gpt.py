@@ -3,7 +3,7 @@ import math
 import re
 
 import pytest
-from page_helpers import PAGES, answer, chart, figure, frame, metrics, run_page
+from page_helpers import answer, app_page, chart, figure, frame, metrics, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
@@ -15,7 +15,7 @@ def diagram_text(at: AppTest) -> str:
 
 
 def test_tutorial_parameter_count():
-    at = run_page("assembled_gpt.py")
+    at = app_page("assembled_gpt")
     assert metrics(at) == {"parameters (formula)": "810,624", "GPT(cfg).num_params()": "810,624",
                            "one block": "197,888"}
     parts = frame(at, "counted in GPT").set_index("part")
@@ -102,7 +102,7 @@ def test_total_row_names_what_it_adds():
 
 
 def test_the_training_log_is_read_with_ln_v_of_the_tutorial_and_of_the_measured_corpus():
-    at = run_page("assembled_gpt.py")
+    at = app_page("assembled_gpt")
     text = " ".join(m.value for m in at.markdown)
     assert "ln 74 = 4.30" in text and "4.495 rather than 4.30" in text and "after one AdamW step" in text
     measured = next(c.value for c in at.code if c.value.startswith("vocab ") and "step  500" not in c.value)
@@ -120,7 +120,7 @@ def test_the_training_log_is_read_with_ln_v_of_the_tutorial_and_of_the_measured_
 
 
 def test_the_tutorials_count_in_the_text_is_the_tables():
-    at = run_page("assembled_gpt.py")
+    at = app_page("assembled_gpt")
     text = next(m.value for m in at.markdown if "**810,624**" in m.value)
     parts = frame(at, "counted in GPT").set_index("part")["counted in GPT"]
     for part in ("token embedding", "attention: qkv + proj", "FFN (swiglu)", "one block", "total"):
@@ -128,10 +128,7 @@ def test_the_tutorials_count_in_the_text_is_the_tables():
 
 
 def test_in_chinese_the_parts_and_the_diagram_are_translated():
-    at = AppTest.from_file(str(PAGES / "assembled_gpt.py"), default_timeout=60)
-    at.query_params["lang"] = "zh"
-    at.run()
-    assert not at.exception
+    at = app_page("assembled_gpt", "zh")
     parts = frame(at, "在 GPT 上实际计数").set_index("部分")
     assert parts.loc["总计", "公式"] == "词元嵌入 + 全部 4 个块 + 最终 RMSNorm + 输出头"
     assert parts.loc["总计", "参数量"] == 810624 and parts.loc["一个块", "公式"] == "以上三项之和"

@@ -1,10 +1,9 @@
 """Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-from page_helpers import PAGES, answer, chart, frame, metrics, run_page
-from streamlit.testing.v1 import AppTest
+from page_helpers import answer, app_page, chart, frame, metrics, run_page
 
 
 def test_renders_with_the_tutorial_numbers():
-    at = run_page("ffn_swiglu.py")
+    at = app_page("ffn_swiglu")
     examples = at.table[0].value
     assert examples["d_ff"].tolist() == [344, 11008]
     assert examples["d_model"].tolist() == [128, 4096]
@@ -58,10 +57,7 @@ def test_quiz_says_right_and_wrong():
 
 
 def test_in_chinese_the_tables_and_figures_are_translated_and_the_numbers_stay():
-    at = AppTest.from_file(str(PAGES / "ffn_swiglu.py"), default_timeout=60)
-    at.query_params["lang"] = "zh"
-    at.run()
-    assert not at.exception
+    at = app_page("ffn_swiglu", "zh")
     budget = frame(at, "FeedForward 实际计数")
     assert budget["前馈网络"].tolist() == ["ReLU/GELU MLP，d_ff = 4·d", "SwiGLU，d_ff = 8/3·d → 取 8 的倍数",
                                        "SwiGLU，d_ff = 4·d（不缩小）"]

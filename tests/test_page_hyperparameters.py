@@ -1,13 +1,13 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
 import torch
-from page_helpers import PAGES, chart, frame, metrics, run_page
+from page_helpers import app_page, chart, frame, metrics, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 
 def test_published_configs_and_their_ratios():
-    at = run_page("hyperparameters.py")
+    at = app_page("hyperparameters")
     published = frame(at, "d_model / n_layer").set_index("model")
     assert published.loc["GPT-3 175B", ["d_model", "n_layer", "n_head", "d_head", "d_model / n_layer"]].tolist() == [
         12288, 96, 96, 128, 128]
@@ -77,7 +77,7 @@ def test_a_huge_config_renders_the_whole_page_in_readable_numbers():
 
 
 def test_memory_table_is_narrow():
-    at = run_page("hyperparameters.py")
+    at = app_page("hyperparameters")
     memory = frame(at, "training total")
     assert memory.columns.tolist() == ["precision", "weights", "gradients", "AdamW m + v", "master weights",
                                        "training total", "bytes / param"]
@@ -117,16 +117,13 @@ def test_z_loss_is_shown_on_the_shipped_models_output_logits():
 
 
 def test_the_attention_flops_say_they_assume_causal_attention():
-    at = run_page("hyperparameters.py")
+    at = app_page("hyperparameters")
     text = next(m.value for m in at.markdown if "FLOPs per token" in m.value)
     assert "This count assumes causal attention" in text and "halved" in text
 
 
 def test_in_chinese_the_tables_and_the_consensus_are_translated():
-    at = AppTest.from_file(str(PAGES / "hyperparameters.py"), default_timeout=60)
-    at.query_params["lang"] = "zh"
-    at.run()
-    assert not at.exception
+    at = app_page("hyperparameters", "zh")
     consensus = at.table[0].value
     assert consensus.index.tolist() == ["d_ff / d_model", "n_head × d_head", "d_model / n_layer", "词表",
                                         "dropout / 权重衰减"]

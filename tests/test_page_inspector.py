@@ -116,6 +116,24 @@ def test_every_character_of_the_enlarged_head_is_a_tick_label(default_view):
     assert spec["layout"]["height"] >= 10 * T  # a row of at least 10 px for each character
 
 
+def test_the_query_characters_are_legible_and_each_grid_title_sits_on_its_own_map(default_view):
+    """#27: the query characters down the left in an upright font of at least 11 px on a cell as tall as the row;
+    the 16-map grid's titles each just above their own map, with more room above a title than below it."""
+    spec = chart(default_view, "inspect-head-figure")
+    T = len(ins.DEFAULT_TEXT)
+    queries = spec["data"][1]
+    assert queries["textfont"]["size"] >= 11 and "textangle" not in queries
+    row_px = (spec["layout"]["height"] - 70) / T
+    assert queries["marker"]["size"] >= queries["textfont"]["size"] and row_px >= queries["textfont"]["size"] + 1
+
+    grid = chart(default_view, "inspect-grid")
+    row_gap = figs.grid_gaps(T)[1]
+    maps_top = [row_gap + layer * (T + row_gap) for layer in range(4)]
+    for note in grid["layout"]["annotations"]:
+        assert note["yanchor"] == "bottom" and note["y"] + 0.5 in maps_top  # its lower edge on its map's top
+    assert row_gap >= 0.2 * T  # a title is about a tenth of a map high: as much space again above it
+
+
 def test_a_head_change_recomputes_nothing(shipped, monkeypatch):
     """The forward pass is cached per checkpoint and text: choosing heads, layers and queries only redraws."""
     import streamlit as st
@@ -177,12 +195,27 @@ def test_head_finder_scores_random_text_shown_twice_then_the_text(shipped):
     assert metrics["Strongest previous token head"] == f"{best_previous} · {best_score:.2f}"
 
 
+def test_the_predictions_follow_the_query_chosen_on_the_attention_tab(shipped):
+    """#25: the Attention tab's query is the position the Predictions tab predicts after, and back again."""
+    at = run_page()
+    T = len(shipped.tokenizer.encode(ins.DEFAULT_TEXT))
+    at.select_slider(key=f"inspect-query-{T}").set_value(12).run()
+    open_tab(at, "Predictions")
+    assert at.select_slider(key=f"inspect-query-{T}").value == 12
+    run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
+    top = ins.top_predictions(run.logits, shipped.tokenizer, 12, 10, 0.8, None)
+    assert list(chart(at, "inspect-predictions")["data"][0]["x"]) == top["label"].tolist()
+    at.select_slider(key=f"inspect-query-{T}").set_value(30).run()
+    open_tab(at, "Attention")
+    assert at.select_slider(key=f"inspect-query-{T}").value == 30
+
+
 def test_the_distribution_follows_the_sampling_controls(shipped):
     at = open_tab(run_page(), "Predictions")
     run = ins.inspect_text(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT)
     # the position picker starts where the hero's name comes back
     position = ins.repeat_position(run.pieces)
-    assert at.select_slider(key=f"inspect-position-{len(run.ids)}").value == position
+    assert at.select_slider(key=f"inspect-query-{len(run.ids)}").value == position
 
     def bars_match(temperature, top_k):
         top = ins.top_predictions(run.logits, shipped.tokenizer, position, 10, temperature, top_k)

@@ -1,7 +1,7 @@
 """Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
 import numpy as np
 import pytest
-from page_helpers import chart, figure, frame, run_page
+from page_helpers import app_page, chart, figure, frame, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 from explorer.shipped import shipped_checkpoint
@@ -13,18 +13,21 @@ def at():
     return run_page("multihead_order.py")  # run_page checks that the page rendered without an exception
 
 
-def test_parameter_count_is_the_same_for_every_head_count(at):
+def test_parameter_count_is_the_same_for_every_head_count():
+    at = app_page("multihead_order")
     counts = frame(at, "n_head")
     assert counts["parameters"].tolist() == [65_536] * len(counts) and len(counts) >= 4
 
 
-def test_parameter_counts_have_thousands_separators(at):
+def test_parameter_counts_have_thousands_separators():
+    at = app_page("multihead_order")
     proto = next(d.proto for d in at.dataframe if "n_head" in d.value.columns)
     shown = convert_arrow_bytes_to_pandas_df(proto.arrow_data.styler.display_values)
     assert set(shown["parameters"]) == set(shown["4·d_model²"]) == {"65,536"}
 
 
-def test_tutorial_permutation_is_true_without_mask_and_false_with_mask_or_rope(at):
+def test_tutorial_permutation_is_true_without_mask_and_false_with_mask_or_rope():
+    at = app_page("multihead_order")
     assert at.text_input(key="mh-perm").value == "4, 2, 0, 1, 3"
     table = frame(at, "allclose").set_index("attention")["allclose"]
     assert table.tolist() == ["True", "False", "False", "False"]
@@ -55,16 +58,24 @@ def test_mask_variant_shows_a_nonzero_difference(at):
     assert max(abs(v) for row in difference for v in row) > 1
 
 
-@pytest.mark.parametrize("text, message", [("4 2 0 1", "give 5 numbers"), ("4 2 0 1 9", "9 is out of range"),
-                                           ("a b c d e", "'a' is not a whole number"), ("", "enter an order")])
-def test_bad_permutations_get_a_clear_message(at, text, message):
-    at.text_input(key="mh-perm").set_value(text).run()
-    assert not at.exception
-    assert message in at.error[0].value
-    assert not any("allclose" in d.value.columns for d in at.dataframe)
+BAD_PERMUTATIONS = [("4 2 0 1", "give 5 numbers"), ("4 2 0 1 9", "9 is out of range"),
+                    ("a b c d e", "'a' is not a whole number"), ("", "enter an order")]
 
 
-def test_trained_heads_are_one_mosaic_heatmap_with_a_title_over_each_head(at):
+def test_bad_permutations_get_a_clear_message(at):
+    problems = []
+    for text, message in BAD_PERMUTATIONS:  # one after another in the same field, as a reader would type them
+        at.text_input(key="mh-perm").set_value(text).run()
+        errors = [e.value for e in at.error]
+        if at.exception or not errors or message not in errors[0]:
+            problems.append(f"{text!r}: errors {errors}, exception {[e.value for e in at.exception]}")
+        if any("allclose" in d.value.columns for d in at.dataframe):
+            problems.append(f"{text!r}: the allclose table is still shown")
+    assert problems == [], "\n".join(problems)
+
+
+def test_trained_heads_are_one_mosaic_heatmap_with_a_title_over_each_head():
+    at = app_page("multihead_order")
     fig = figure(at, "mh-trained")
     (trace,) = fig["data"]  # one heatmap on one pair of axes, not a subplot per head
     text = at.text_input(key="mh-trained-text").value

@@ -1,6 +1,6 @@
 """Page 'RoPE': the invariance table, score grids, the rotating pair, frequencies, the quiz."""
 import pytest
-from page_helpers import chart, frame, run_page
+from page_helpers import app_page, chart, frame, run_page
 
 
 @pytest.fixture
@@ -8,7 +8,8 @@ def at():
     return run_page("rope.py")  # run_page checks that the page rendered without an exception
 
 
-def test_page_reproduces_the_tutorials_scores(at):
+def test_page_reproduces_the_tutorials_scores():
+    at = app_page("rope")
     lines = at.code[0].value.splitlines()
     assert lines[:3] == ["m=   3 n=   1 m-n=2  q.k=-10.1427", "m=  10 n=   8 m-n=2  q.k=-10.1427",
                          "m=1002 n=1000 m-n=2  q.k=-10.1427"]

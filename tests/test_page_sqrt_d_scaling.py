@@ -1,6 +1,6 @@
 """Page 'Why divide by √d_k': the tutorial's variances and softmax values, the d slider, the gradient plot."""
 import pytest
-from page_helpers import chart, frame, run_page
+from page_helpers import app_page, chart, frame, run_page
 
 TUTORIAL_PRINTOUT = """d= 16  var(q.k)=   15.8  var(q.k/sqrt(d))=0.99
 d= 64  var(q.k)=   63.5  var(q.k/sqrt(d))=0.99
@@ -13,7 +13,8 @@ def at():
     return run_page("sqrt_d_scaling.py")  # run_page checks that the page rendered without an exception
 
 
-def test_page_prints_the_tutorials_numbers(at):
+def test_page_prints_the_tutorials_numbers():
+    at = app_page("sqrt_d_scaling")
     assert at.code[0].value == TUTORIAL_PRINTOUT
 
 
@@ -30,12 +31,12 @@ def test_head_size_slider_changes_the_histogram_and_the_stats(at):
     assert after[1]["x"] != before[1]["x"]
 
 
-@pytest.mark.parametrize("d", [64, 1024])
-def test_entropy_curve_and_table_agree_at_the_chosen_head_size(at, d):
-    at.select_slider(key="scaling-d").set_value(d).run()
-    table = frame(at, "mean entropy (nats)").set_index("scores")["mean entropy (nats)"]
-    for trace in chart(at, "scaling-entropy"):
-        assert trace["y"][trace["x"].index(d)] == pytest.approx(table[trace["name"]], rel=1e-9)
+def test_entropy_curve_and_table_agree_at_the_chosen_head_size(at):
+    for d in (64, 1024):
+        at.select_slider(key="scaling-d").set_value(d).run()
+        table = frame(at, "mean entropy (nats)").set_index("scores")["mean entropy (nats)"]
+        for trace in chart(at, "scaling-entropy"):
+            assert trace["y"][trace["x"].index(d)] == pytest.approx(table[trace["name"]], rel=1e-9), (d, trace["name"])
 
 
 def test_factor_slider_moves_the_jacobian_towards_zero(at):

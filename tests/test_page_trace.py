@@ -1,18 +1,21 @@
 """The Trace page on the shipped checkpoint: every number it draws is the one gptcore.interp computes."""
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from page_helpers import chart, figure
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
-from gptcore import folders, interp
+from gptcore import circuits, folders, interp
 from gptcore import inspector as ins
 from gptcore.runs import SHIPPED
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "trace.py"
+TABS = ("step", "lens", "attribution", "ablation", "patching")
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +73,14 @@ def test_stepping_through_draws_the_traced_values(shipped, cap):
     sources = " ".join(c.value for c in at.caption)
     assert "gptcore/model.py:" in sources
 
+    at.select_slider(key="trace-stage").set_value(tr.index("L1.z"))
+    rerun(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "one fused call" in captions and tr["L1.z"].unobserved.where in captions
+    assert tr["L1.z"].unobserved.text in [c.value for c in at.code]
+    at.select_slider(key="trace-stage").set_value(index)
+    rerun(at)
+
     at.button(key="trace-back").click()
     rerun(at)
     assert at.select_slider(key="trace-stage").value == index - 1
@@ -108,14 +119,37 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
     columns = heat["x"]
     np.testing.assert_allclose(np.array(heat["z"], dtype=float), lens.true_next().numpy()[:, columns], atol=1e-6)
     assert position in columns
+    assert heat["y"] == list(range(2 * model.cfg.n_layer + 1))  # after each attention sublayer and each block
+    row = lens.readable_from(position, int(cap.ids[position + 1]))
+    name = "embedding" if lens.rows[row] == "embedding" else f"after {lens.rows[row]}"
+    readable = f"'{shipped.tokenizer.display(int(cap.ids[position + 1]))}' is the top guess from the row **{name}** on"
+    assert any(readable in m.value for m in at.markdown)
 
     open_tab(at, 2)
     target = int(cap.ids[position + 1])
     assert at.selectbox(key=f"trace-target-{position}").value == target
-    attribution = interp.logit_attribution(model, cap, position, target)
+    foil = interp.runner_up(cap.logits[position], target)
+    assert at.selectbox(key=f"trace-foil-{position}-{target}").value == foil  # the runner-up by default
+    attribution = interp.logit_attribution(model, cap, position, target, foil)
     bars = chart(at, "trace-attribution")[0]
     np.testing.assert_allclose(bars["y"], attribution.parts["logit"].to_numpy(), atol=1e-9)
-    assert sum(bars["y"]) == pytest.approx(float(cap.logits[position, target]), abs=1e-4)
+    assert sum(bars["y"]) == pytest.approx(float(cap.logits[position, target] - cap.logits[position, foil]), abs=1e-4)
+    means = interp.reference_means(model, shipped.tokenizer)
+    effects = circuits.effects(model, cap, position, target, foil, means)
+    direct, total = chart(at, "trace-effects")[:2]
+    assert list(direct["x"]) == effects["component"].tolist()
+    np.testing.assert_allclose(direct["y"], effects["direct"].to_numpy(), atol=1e-6)
+    np.testing.assert_allclose(total["y"], effects["total"].to_numpy(), atol=1e-6)
+    head = at.selectbox(key="trace-source-head").value
+    assert head == effects[effects["head"].notna()].set_index("component")["total"].abs().idxmax()
+    layer, index = interp.parse_component(model, head)
+    shares = circuits.source_attribution(model, cap, layer, index, position, target, foil).numpy()
+    source = chart(at, "trace-source")[0]
+    np.testing.assert_allclose(source["y"], shares[source["x"]], atol=1e-6)
+    at.selectbox(key=f"trace-foil-{position}-{target}").set_value(int(shipped.tokenizer.encode("z")[0]))
+    rerun(at)
+    assert sum(chart(at, "trace-attribution")[0]["y"]) == pytest.approx(
+        float(cap.logits[position, target] - cap.logits[position, shipped.tokenizer.encode("z")[0]]), abs=1e-4)
 
     open_tab(at, 3)
     at.multiselect(key="trace-ablate").set_value(["L1H2", "L3 FFN"])
@@ -123,6 +157,12 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
     before, after = interp.ablate(model, cap, ["L1H2", "L3 FFN"]).loss
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["loss of the text"] == f"{before:.3f}" and metrics["with them off"] == f"{after:.3f}"
+    at.radio(key="trace-ablate-mode").set_value("mean")
+    rerun(at)
+    _, after = interp.ablate(model, cap, ["L1H2", "L3 FFN"], "mean", means).loss
+    assert {m.label: m.value for m in at.metric}["with them off"] == f"{after:.3f}"
+    at.radio(key="trace-ablate-mode").set_value("zero")
+    rerun(at)
     at.button(key="trace-sweep").click()
     rerun(at)
     frame = interp.ablation_sweep(model, cap)
@@ -141,6 +181,10 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
     rerun(at)
     residual = np.array(chart(at, "trace-patch-residual-figure")[0]["z"], dtype=float)
     np.testing.assert_allclose(residual, interp.patch_residual(model, setup).numpy(), atol=1e-5)
+    assert at.selectbox(key="trace-receiver").value == "L3H3"  # the password's copying head
+    sides = np.array(chart(at, "trace-patch-sides")[0]["z"], dtype=float)
+    senders = [None] + circuits.senders_before(model, 3)
+    np.testing.assert_allclose(sides, circuits.patch_sides(model, setup, "L3H3", senders).to_numpy(), atol=1e-5)
 
     at.text_area(key="trace-corrupted-password").set_value(pair.corrupted + "!")
     rerun(at)
@@ -157,3 +201,102 @@ def test_a_text_the_model_cannot_read_says_so():
     at.text_area(key="trace-text").set_value("Lily")
     rerun(at)
     assert at.select_slider(key="trace-position").value == 3  # no name comes back: the last character
+
+
+def test_a_checkpoint_folder_whose_name_is_not_utf8_is_listed_and_traced(tmp_path, monkeypatch):
+    """#27: a folder named with the byte 0xe9 (Latin-1 'é') must not take the page down for everyone."""
+    import shutil
+
+    for name in (SHIPPED, os.fsdecode(b"caf\xe9")):
+        (tmp_path / name).mkdir()
+        shutil.copy(folders.CHECKPOINT_ROOT / SHIPPED / "model.safetensors", tmp_path / name)
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
+    at = run_page()
+    picker = at.selectbox(key="trace-checkpoint")
+    assert sorted(picker.options) == ["caf\\xe9", SHIPPED]
+    picker.set_value("caf\\xe9")
+    rerun(at)
+    assert not at.error and at.get("plotly_chart")
+
+
+def tiny_checkpoint(root: Path, name: str, **changes) -> Path:
+    """A random 2-layer model of one variant the Train page can make, saved as a checkpoint."""
+    from gptcore.config import GPTConfig
+    from gptcore.data import CharTokenizer
+    from gptcore.model import GPT
+
+    torch.manual_seed(0)
+    pairs = "".join(pair.clean + pair.corrupted for pair in interp.PATCHING_PAIRS)  # the Patching tab's prompts
+    tokenizer = CharTokenizer.from_text(ins.DEFAULT_TEXT + pairs)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=16, n_layer=2, n_head=2, d_ff=24, context=256, **changes)
+    model = GPT(cfg)
+    with torch.no_grad():  # weights far larger than at initialisation: every prompt gets its own logits
+        for weight in model.parameters():
+            weight.normal_(0, 0.5)
+    ckpt.save_checkpoint(root / name, model, tokenizer, {"step": 0})
+    return root / name
+
+
+def test_attribution_on_a_post_norm_model_says_why_it_cannot_be_split(tmp_path, monkeypatch):
+    tiny_checkpoint(tmp_path, SHIPPED, norm_placement="post")
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
+    at = open_tab(run_page(), TABS.index("attribution"))
+    assert not at.error and [i.value for i in at.info] == [
+        "direct logit attribution needs a pre-norm model: in a post-norm model every block renormalises the stream, "
+        "so it is not a sum of the components' outputs"]
+
+
+VARIANTS = {"learned positions": {"position": "learned"}, "no positions": {"position": "none"},
+            "LayerNorm": {"norm": "layer"}, "post-norm": {"norm_placement": "post"}, "ReLU": {"ffn": "relu"},
+            "GELU": {"ffn": "gelu"}}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_stage_and_tab_works_for_every_model_the_train_page_can_make(variant, tmp_path, monkeypatch):
+    """#25: every stage drawn and every tab's numbers computed, for each model variant, then the page itself."""
+    from explorer import trace_figures as figs
+
+    folder = tiny_checkpoint(tmp_path, SHIPPED, **VARIANTS[variant])
+    model, tokenizer, _ = ckpt.load_weights(folder / "model.safetensors")
+    ids = torch.tensor(tokenizer.encode(ins.DEFAULT_TEXT))
+    cap = interp.capture(model, ids)
+    position = len(ids) - 2
+    tr = interp.trace(model, ids, position, cap, tokenizer)
+    labels = vocab = [tokenizer.display(i) for i in range(model.cfg.vocab_size)]
+    for stage in tr.stages:
+        figs.stage_view(stage, tr, [labels[i] for i in ids], vocab, tokenizer.pieces(ids.tolist()), model.cfg.ffn)
+    assert interp.logit_lens(model, cap).probs.shape == (2 * model.cfg.n_layer + 1, len(ids), model.cfg.vocab_size)
+    if model.cfg.norm_placement == "pre":
+        attribution = interp.logit_attribution(model, cap, position, int(ids[position + 1]))
+        assert attribution.total == pytest.approx(attribution.logit, abs=1e-4)
+    assert interp.ablation_sweep(model, cap)["loss"].notna().all()
+    means = interp.reference_means(model, tokenizer)
+    assert interp.ablation_sweep(model, cap, "mean", means=means)["loss"].notna().all()
+    if model.cfg.norm_placement == "pre":
+        target = int(ids[position + 1])
+        effects = circuits.effects(model, cap, position, target, interp.runner_up(cap.logits[position], target), means)
+        assert effects[["direct", "total"]].notna().all().all()
+    setup = interp.patching_setup(model, tokenizer, "Lily had a ball. Lily", "Lucy had a ball. Lily", " ", "y")
+    for sweep in (interp.patch_heads, interp.patch_residual, interp.patch_heads_by_position):
+        assert torch.isfinite(sweep(model, setup)).all()
+    assert np.isfinite(circuits.patch_sides(model, setup, "L1H0", [None, "L0H1"]).to_numpy()).all()
+
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
+    at = open_tab(run_page(), TABS.index("attribution"))  # the page on the stage and the tab that crashed
+    assert [e.value for e in at.error] == []
+
+
+def test_the_page_runs_on_the_device_chosen_for_it_and_says_when_that_device_is_gone(monkeypatch):
+    from gptcore import device
+
+    monkeypatch.setattr(device, "accelerators", lambda: ["mps"])  # a machine with a second device to offer
+    at = AppTest.from_file(str(PAGE), default_timeout=120)
+    at.session_state["trace-device"] = "cpu"
+    rerun(at)
+    picker = at.selectbox(key="trace-device")
+    assert picker.value == "cpu" and picker.options == ["auto", "CPU", "Apple GPU (MPS)"]
+    assert "Runs the models on CPU" in " ".join(c.value for c in at.caption) and at.get("plotly_chart")
+    picker.set_value("mps")  # offered, but this machine has no Apple GPU after all
+    rerun(at)
+    assert [e.value for e in at.error] == [
+        "--device mps was asked for, but no Apple GPU (MPS) is available here: use --device cpu or auto"]

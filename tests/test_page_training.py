@@ -49,14 +49,17 @@ def root(tmp_path, monkeypatch):
 
 
 def page(lang: str | None = None, **settings) -> AppTest:
+    """The page opened from a URL that fills the form in (its numbers are bound to the URL): one run, not two."""
     at = AppTest.from_file(PAGE, default_timeout=60)
     if lang:
         at.query_params["lang"] = lang
     at.session_state["tr_builtin_chars"] = 20_000  # not the 1M default: keeps the corpus instant
+    for key, value in {**TINY, **settings}.items():
+        at.query_params[key] = value
     at.run()
     for key, value in {**TINY, **settings}.items():
-        at.number_input(key=key).set_value(value)
-    return at.run()
+        assert at.number_input(key=key).value == value, f"{key} came from the URL as {at.number_input(key=key).value}"
+    return at
 
 
 def start(at: AppTest, name: str) -> AppTest:
@@ -121,7 +124,8 @@ def test_tiny_run_starts_finishes_and_its_checkpoint_reloads(root):
     assert f"**{reloaded.meta['final_val_loss']:.4f}**" in done
     assert reloaded.model.num_params() == job_registry().get("tiny").snapshot().data["params"]
     assert [e.label for e in at.metric][:3] == ["Train loss", "Val loss (estimate)", "Tokens / s"]
-    assert len(at.code) == 3  # samples at steps 20 (final), 10 and 0, newest first
+    samples = [c for c in at.code if c.language != "python"]  # (the step's source is python)
+    assert len(samples) == 3  # samples at steps 20 (final), 10 and 0, newest first
     assert texts(at.caption)[texts(at.caption).index("step 20"):][:3] == ["step 20", "step 10", "step 0"]
     table = at.dataframe[0].value
     assert table.loc[0, "run"] == "tiny" and table.loc[0, "status"] == "finished"
@@ -249,8 +253,8 @@ def test_interrupted_run_shows_as_such_and_continues_from_the_page(root):
     # What a server restart leaves behind: meta.json says "running", and no job of this process owns it.
     source = CorpusSource("builtin", chars=20_000, seed=0)
     cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
-    trainer = runs.RunTrainer(cfg, TrainConfig(steps=20, batch_size=4, checkpoint_every=5, threads=1),
-                              source.load(), source, root / "cut")
+    trainer = runs.new_run(cfg, TrainConfig(steps=20, batch_size=4, checkpoint_every=5, threads=1),
+                           source.load(), source, root / "cut")
 
     def crash(t):
         if t.step + 1 == 13:
@@ -445,7 +449,7 @@ def make_run(root, name: str, corpus_text: str | None = None, **changes) -> Path
         source = CorpusSource("file", path=str(path), max_chars=None)
     cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
     tc = TrainConfig(**{"steps": 5, "batch_size": 4, "threads": 1, "eval_every": 5, **changes})
-    runs.RunTrainer(cfg, tc, source.load(), source, root / name).run()
+    runs.new_run(cfg, tc, source.load(), source, root / name).run()
     return root / name
 
 
@@ -588,7 +592,7 @@ def test_a_failed_continue_says_why_only_under_its_own_run(root):
     for name in ("aaa", "bbb"):
         source = CorpusSource("file", path=str(data), max_chars=None)
         cfg = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
-        runs.RunTrainer(cfg, TrainConfig(steps=3, batch_size=4, threads=1), source.load(), source, root / name).run()
+        runs.new_run(cfg, TrainConfig(steps=3, batch_size=4, threads=1), source.load(), source, root / name).run()
     data.unlink()
     at = page()
     first = at.selectbox(key="tr_manage").value
@@ -624,15 +628,15 @@ def test_the_page_reads_in_chinese_before_during_and_after_a_run(root):
     assert "#### zh-run · 运行中" in texts(at.markdown)
     table = at.dataframe[0].value
     assert list(table.columns)[:3] == ["运行", "状态", "进度"] and table.loc[0, "状态"] == "运行中"
-    assert table.loc[0, "进度"].startswith("第 ") and table.loc[0, "进度"].endswith(" 步 / 共 1,000,000 步")
-    assert [m.label for m in at.metric][:3] == ["训练损失", "验证损失（估计）", "词元 / 秒"]
+    assert table.loc[0, "进度"].startswith("第 ") and table.loc[0, "进度"].endswith(" 步，共 1,000,000 步")
+    assert [m.label for m in at.metric][:3] == ["训练损失", "验证集损失（估计）", "词元 / 秒"]
     at.button(key="tr_stop").click().run()
     finish("zh-run")
     at.run()
     assert english_left(at) == []
     [stopped] = texts(at.warning)
     step = ckpt.read_meta(root / "zh-run")["step"]
-    assert stopped.startswith(f"已停止在第 {step:,} 步 / 共 1,000,000 步；检查点已保存")
+    assert stopped.startswith(f"训练已停止（第 {step:,} 步，共 1,000,000 步）；检查点已保存")
 
 
 def test_switching_the_language_keeps_the_run_and_the_form(root):
@@ -678,12 +682,12 @@ def test_a_chinese_text_makes_the_character_tables_most_of_the_model_and_the_pag
     assert not at.error and not at.button(key="tr_start").disabled
     at.query_params["lang"] = "zh"
     at.run()
-    assert f"**{total:,} 个参数**，词表是这份语料的 {vocab:,} 个字符" in texts(at.markdown)
+    assert f"**{total:,} 个参数**，词表是这份语料的 {vocab:,} 种字符" in texts(at.markdown)
     captions = " ".join(texts(at.caption))
-    assert f"这份语料有 {vocab:,} 个不同的字符（中文文本动辄几千个），两张表占了模型的 {tables / total:.0%}：" \
-           f"嵌入里有 V·d = {vocab:,} × 128 = {128 * vocab:,} 个参数，输出层里也有这么多，其余所有部分加起来只有 " \
+    assert f"这份语料有 {vocab:,} 种字符（中文文本动辄几千种），两张表占了模型的 {tables / total:.0%}：" \
+           f"嵌入里有 V·d = {vocab:,} × 128 = {128 * vocab:,} 个参数，输出头里也有这么多，其余所有部分加起来只有 " \
            f"{total - tables:,} 个。" in captions
-    assert f"这里多 {vocab - 74:,} 个字符，参数也就多 {256 * (vocab - 74):,} 个。" in captions
+    assert f"这里多 {vocab - 74:,} 种字符，参数也就多 {256 * (vocab - 74):,} 个。" in captions
 
 
 def test_a_chinese_text_trains_and_its_checkpoint_keeps_every_character(root):
@@ -699,7 +703,7 @@ def test_a_chinese_text_trains_and_its_checkpoint_keeps_every_character(root):
     assert kept.tokenizer.vocab_size == kept.model.cfg.vocab_size == len(set(CHINESE))
     layers = replace(kept.model.cfg, vocab_size=1).n_params - 32  # the tiny model without its two tables
     assert kept.model.num_params() == layers + 32 * len(set(CHINESE))  # and 2·16 per character
-    sample = next(c.value for c in at.code)
+    sample = next(c.value for c in at.code if c.language != "python")
     assert sum("\u4e00" <= c <= "\u9fff" for c in sample) > len(sample) / 2  # it writes ideographs
 
 

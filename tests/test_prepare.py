@@ -8,7 +8,7 @@ import torch
 
 from gptcore import cli, prepare
 from gptcore.config import GPTConfig, TrainConfig
-from gptcore.data import CorpusError
+from gptcore.data import Corpus, CorpusError
 from gptcore.tokenizer import CharTokenizer
 from gptcore.train import Trainer, encode_split
 
@@ -37,7 +37,7 @@ def test_a_prepared_corpus_trains_exactly_like_the_same_text_in_memory(text_file
     prepared = prepare.open_prepared(tmp_path / "p")
     assert prepared.tokenizer == CharTokenizer.from_text(text)
     tc = TrainConfig(steps=6, batch_size=4, eval_every=3, eval_batches=2, final_eval=True)
-    from_file, in_memory = Trainer(TINY, tc, prepared), Trainer(TINY, tc, text)
+    from_file, in_memory = Trainer.fresh(TINY, tc, prepared), Trainer.fresh(TINY, tc, Corpus(text, "the file"))
     assert torch.equal(from_file.train_ids[0:len(from_file.train_ids)], in_memory.train_ids)
     assert torch.equal(from_file.val_ids[0:len(from_file.val_ids)], in_memory.val_ids)
     from_file.run(), in_memory.run()

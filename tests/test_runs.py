@@ -1,6 +1,7 @@
 """gptcore.baselines and gptcore.runs: reference losses, the training job, runs on disk."""
 import math
 import os
+import re
 import sys
 import threading
 import zipfile
@@ -12,7 +13,7 @@ import torch
 from explorer import training
 from explorer.jobs import JOB_NICENESS, JobRefused, JobRegistry
 from gptcore import checkpoint as ckpt
-from gptcore import describe, folders, runs
+from gptcore import describe, folders, locks, runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig
 from gptcore.corpus import generate_stories
@@ -35,9 +36,9 @@ def tiny_tc(**changes) -> TrainConfig:
 
 
 def train(corpus, out_dir, registry=None, **changes):
-    """Run a tiny RunTrainer to completion in a job; returns the job's final state."""
+    """Run a tiny new run to completion in a job; returns the job's final state."""
     registry = registry or JobRegistry()
-    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
+    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
     job.join(60)
     return job.snapshot()
 
@@ -73,7 +74,7 @@ def test_bigram_val_loss_matches_a_direct_count():
 
 
 def test_bigram_beats_uniform_on_stories(corpus):
-    trainer = runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, None)
+    trainer = runs.new_run(TINY, tiny_tc(), corpus, SOURCE, None)
     losses = training.baseline_losses(trainer)
     assert losses["uniform"] == pytest.approx(math.log(trainer.tokenizer.vocab_size))
     assert 1.5 < losses["bigram"] < losses["uniform"] - 1
@@ -141,7 +142,7 @@ def test_too_large_and_missing_files_are_refused(tmp_path):
 def test_too_short_corpus_is_refused_by_the_trainer(tmp_path):
     short = CorpusSource("upload", name="s.txt", max_chars=None).load(upload=b"Once upon a time.")
     with pytest.raises(CorpusError, match="needs at least"):
-        runs.RunTrainer(TINY, tiny_tc(), short, None, tmp_path / "x")
+        runs.new_run(TINY, tiny_tc(), short, None, tmp_path / "x")
 
 
 def test_max_chars_truncates_and_says_so(tmp_path):
@@ -205,14 +206,14 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
         if trainer.step + 1 == 13:
             raise Crash
 
-    trainer = runs.RunTrainer(TINY, tiny_tc(checkpoint_every=5), corpus, SOURCE, tmp_path / "cut")
+    trainer = runs.new_run(TINY, tiny_tc(checkpoint_every=5), corpus, SOURCE, tmp_path / "cut")
     with pytest.raises(Crash):
         trainer.run(after_backward=crash_at_step_13)
     [run] = runs.list_runs(tmp_path)
     assert (run.status, run.step, run.blocker("continue") is None) == ("interrupted", 10, True)
     assert runs.list_runs(tmp_path, live={"cut": "running"})[0].status == "running"
 
-    resumed = runs.RunTrainer(None, runs.resume_config(run, 20), corpus, SOURCE, run.path, resume_from=run.path)
+    resumed = runs.continued_run(run.path, runs.resume_config(run, 20), corpus, SOURCE)
     assert resumed.start_step == 11
     assert resumed.run() == "finished"
     again = runs.read_run(run.path)
@@ -224,12 +225,12 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
 
 def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
     registry = JobRegistry()
-    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
+    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
     try:
         with pytest.raises(JobRefused, match="'long' \\(train\\) is already running"):
             training.refuse_if_busy(registry)
         with pytest.raises(JobRefused, match="'long'"):
-            training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
+            training.start_run(registry, runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
         with pytest.raises(ckpt.CheckpointError, match="is training now"):
             runs.delete_run(runs.read_run(tmp_path / "long", registry.live()), tmp_path)
     finally:
@@ -241,7 +242,7 @@ def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
 
 def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
     registry = JobRegistry()
-    job = training.start_run(registry, runs.RunTrainer(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
+    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
     job.pause()
     assert job.state.status == "paused"
     job.resume()
@@ -319,7 +320,7 @@ def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path
     run = tmp_path / "busy"
     run.mkdir()
     (run / "meta.json").write_text("{}")
-    (run / ckpt.LOCK).write_text(str(os.getppid()))  # say, `python -m gptcore train --resume` in a terminal
+    (run / locks.LOCK).write_text(str(os.getppid()))  # say, `python -m gptcore train --resume` in a terminal
     message = f"Another process \\(pid {os.getppid()}, the command line\\?\\) is training it"
     for action in (lambda: runs.delete_run(runs.read_run(run), root=tmp_path),
                    lambda: runs.rename_run(runs.read_run(run), "other", root=tmp_path)):
@@ -332,16 +333,15 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "meta.json").write_text('{"status": "running", "step": 3}')
-    (busy / ckpt.LOCK).write_text(str(os.getppid()))
+    (busy / locks.LOCK).write_text(str(os.getppid()))
     [run] = runs.list_runs(tmp_path)
     assert run.status == "elsewhere" and f"pid {os.getppid()}" in run.blocker("continue")
     # a server killed before its run's first checkpoint leaves a lock and snapshots, and nothing to list
     dead = tmp_path / "dead"
     (dead / "snapshots").mkdir(parents=True)
     (dead / "snapshots" / "step_000000.safetensors").write_bytes(b"x")
-    (dead / ckpt.LOCK).write_text("999999999")
-    assert runs.new_run_dir("dead", tmp_path) == dead and not dead.exists()
-    (dead / "notes.txt").parent.mkdir()
+    (dead / locks.LOCK).write_text("999999999")
+    assert runs.new_run_dir("dead", tmp_path) == dead and not any(dead.iterdir())
     (dead / "notes.txt").write_text("mine")  # a folder with someone's own files is not ours to clear
     with pytest.raises(ckpt.CheckpointError, match=r"dead already holds files this run did not write \(notes.txt\)"):
         runs.new_run_dir("dead", tmp_path)
@@ -360,8 +360,7 @@ def test_a_folder_whose_name_is_not_utf8_is_listed_escaped_and_can_be_renamed_an
     pa.Table.from_pandas(frame)  # what st.dataframe sends to the browser: every text must be UTF-8
     assert frame.loc[0, "run"] == "bad\\xffname"
     registry = JobRegistry()  # the name its job is listed under is the escaped one, too
-    job = training.start_run(registry, runs.RunTrainer(None, runs.resume_config(run, 25), corpus, SOURCE, run.path,
-                                                       resume_from=run.path))
+    job = training.start_run(registry, runs.continued_run(run.path, runs.resume_config(run, 25), corpus, SOURCE))
     job.join(60)
     assert job.snapshot().name == "bad\\xffname" and job.snapshot().status == "finished"
     from gptcore import inspector
@@ -408,7 +407,7 @@ def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
     import weakref
 
     registry = JobRegistry()
-    trainer = runs.RunTrainer(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "gone")
+    trainer = runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "gone")
     ids = weakref.ref(trainer.train_ids)
     job = training.start_run(registry, trainer)
     del trainer
@@ -458,9 +457,9 @@ def test_a_run_trained_elsewhere_names_its_process_even_once_its_lock_is_gone(tm
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "meta.json").write_text('{"status": "running", "step": 3}')
-    (busy / ckpt.LOCK).write_text(str(os.getppid()))
+    (busy / locks.LOCK).write_text(str(os.getppid()))
     run = runs.read_run(busy)
-    (busy / ckpt.LOCK).unlink()  # that process finished between the listing and the click
+    (busy / locks.LOCK).unlink()  # that process finished between the listing and the click
     assert run.status == "elsewhere" and run.holder == os.getppid()
     assert run.blocker("continue") == f"Another process (pid {os.getppid()}, the command line?) is training it now."
 
@@ -468,7 +467,7 @@ def test_a_run_trained_elsewhere_names_its_process_even_once_its_lock_is_gone(tm
 def test_a_suggested_name_is_always_a_usable_one(tmp_path):
     base = "a" * folders.MAX_NAME
     first = runs.suggest_name(base, tmp_path)
-    assert first == "a" * (folders.MAX_NAME - 2) + "-1" and ckpt.safe_name(first) == first
+    assert first == "a" * (folders.MAX_NAME - 2) + "-1" and folders.safe_name(first) == first
     (tmp_path / first).mkdir()
     assert runs.suggest_name(base, tmp_path, taken={"a" * (folders.MAX_NAME - 2) + "-2"}) == \
         "a" * (folders.MAX_NAME - 2) + "-3"
@@ -489,3 +488,23 @@ def test_the_model_summary_comes_from_the_weights_header_and_a_bug_in_it_is_not_
     monkeypatch.setattr(runs, "describe_model", broken)
     with pytest.raises(TypeError, match="a bug"):
         runs.model_summary(runs.read_run(tmp_path / "two"))
+
+
+@pytest.mark.parametrize("weights, said", [
+    ("device", "model.safetensors is not a regular file but a device or a socket"),
+    ("fifo", r"model.safetensors is not a regular file but a FIFO \(a named pipe\)"),
+    ("dangling", "model.safetensors is a link to .*gone, which does not exist"),
+])
+def test_a_run_whose_weights_are_no_file_is_listed_unreadable_as_inspect_leaves_it_out(tmp_path, weights, said):
+    run = tmp_path / "odd"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "finished", "step": 3}')
+    if weights == "fifo":
+        os.mkfifo(run / "model.safetensors")
+    else:
+        (run / "model.safetensors").symlink_to("/dev/zero" if weights == "device" else tmp_path / "gone")
+    [listed] = runs.list_runs(tmp_path)
+    assert folders.list_checkpoints(tmp_path) == []
+    assert (listed.status, listed.has_weights) == ("unreadable", False)
+    assert re.search(said, listed.note) and listed.blocker("continue") == "It has no saved weights to continue from."
+    assert listed.blocker("rename") is None and listed.blocker("delete") is None  # (so it can be cleared away)

@@ -10,6 +10,7 @@ from gptcore import checkpoint as ckpt
 from gptcore import cli, folders
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig, TrainConfig
+from gptcore.data import Corpus
 from gptcore.tokenizer import (
     END_OF_TEXT,
     BPETokenizer,
@@ -24,6 +25,7 @@ from gptcore.train import Trainer
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside.\n"
          "One day, Lily found a red ball in the park. \"Mom, look!\" she said.\n<|endoftext|>\n")
 TEXT = STORY * 60
+CORPUS = Corpus(TEXT, "stories")
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=32, context=16)
 
 
@@ -95,7 +97,7 @@ def test_a_bpe_vocabulary_size_is_checked_with_its_range():
 
 def test_a_bpe_model_trains_saves_loads_and_samples(tmp_path, capsys):
     tc = TrainConfig(steps=20, batch_size=4, eval_every=10, tokenizer="bpe", bpe_vocab=300, final_eval=False)
-    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "run")
+    trainer = Trainer.fresh(TINY, tc, CORPUS, out_dir=tmp_path / "run")
     assert trainer.tokenizer.vocab_size == trainer.model.cfg.vocab_size == 300
     assert trainer.run() == "finished"
     # the tokenizer is JSON inside the weights file: loading it parses data, no pickle, no code
@@ -117,17 +119,16 @@ def test_a_bpe_model_trains_saves_loads_and_samples(tmp_path, capsys):
 
 def test_a_resumed_run_keeps_its_tokenizer(tmp_path):
     tc = TrainConfig(steps=2, batch_size=4, final_eval=False)
-    Trainer(TINY, tc, TEXT, out_dir=tmp_path / "run").run()
+    Trainer.fresh(TINY, tc, CORPUS, out_dir=tmp_path / "run").run()
     with pytest.raises(ValueError, match="the run was trained with the char tokenizer and keeps it"):
-        Trainer(TINY, TrainConfig(steps=4, batch_size=4, tokenizer="bpe"), TEXT, out_dir=tmp_path / "run",
-                resume_from=tmp_path / "run")
+        Trainer.resume(tmp_path / "run", TrainConfig(steps=4, batch_size=4, tokenizer="bpe"), CORPUS)
 
 
 def test_the_inspect_page_shows_a_bpe_model_token_by_token(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     tc = TrainConfig(steps=2, batch_size=4, tokenizer="bpe", bpe_vocab=300, final_eval=False)
-    trainer = Trainer(TINY, tc, TEXT, out_dir=tmp_path / "bpe-run")
+    trainer = Trainer.fresh(TINY, tc, CORPUS, out_dir=tmp_path / "bpe-run")
     trainer.run()
     monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     page = str(folders.PROJECT_ROOT / "pages" / "inspector.py")

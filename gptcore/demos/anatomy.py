@@ -12,10 +12,12 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
-from ..data import builtin_corpus, get_batch
+from ..data import Corpus, builtin_corpus, get_batch
 from ..errors import InputError, message
+from ..events import EvalEvent, StepEvent
 from ..model import GPT, meta_model
-from ..train import Trainer, estimate_loss
+from ..step import estimate_loss
+from ..train import Trainer
 from .frames import message_frame, messages
 
 
@@ -269,7 +271,7 @@ def first_log_line(text: str, cfg: GPTConfig | None = None, tc: TrainConfig | No
     """
     cfg = cfg or GPTConfig()
     tc = tc or TrainConfig(steps=0, eval_every=1, final_eval=False, sample_chars=1)
-    trainer = Trainer(cfg, tc, text)
+    trainer = Trainer.fresh(cfg, tc, Corpus(text, ""))
     model, V = trainer.model, trainer.tokenizer.vocab_size
     probe = torch.Generator().manual_seed(tc.seed + 12345)
     model.eval()
@@ -277,10 +279,10 @@ def first_log_line(text: str, cfg: GPTConfig | None = None, tc: TrainConfig | No
     val_before = estimate_loss(model, trainer.val_ids, tc.batch_size, tc.eval_batches, probe)
     model.train()
     logged: dict = {}
-    trainer.run(on_event=lambda kind, data: logged.update({kind: data}) if kind in ("step", "eval") else None)
+    trainer.run(on_event=lambda event: logged.update({type(event): event}))
     return {"vocab": V, "ln V": math.log(V), "logit std at init": sigma,
-            "ln V + σ²/2": math.log(V) + sigma ** 2 / 2, "train loss, step 0": logged["step"]["loss"],
-            "val before the update": val_before, "val, step 0 (after one update)": logged["eval"]["val"]}
+            "ln V + σ²/2": math.log(V) + sigma ** 2 / 2, "train loss, step 0": logged[StepEvent].loss,
+            "val before the update": val_before, "val, step 0 (after one update)": logged[EvalEvent].val}
 
 
 def builtin_vocab(n_chars: int = 1_000_000, seed: int = 0) -> int:

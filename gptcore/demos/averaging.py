@@ -8,8 +8,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
-from ..data import builtin_corpus
+from ..data import Corpus, builtin_corpus
 from ..errors import InputError
+from ..events import FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
 from ..model import Attention
 from ..train import TrainControl, Trainer
 
@@ -142,11 +143,11 @@ LEAK_SETUP = LeakSetup()
 LEAK_VARIANTS = (("causal", True), ("no mask", False))
 
 
-def leak_experiment(text: str, report: Callable[[str, str, dict], None], control: TrainControl | None = None,
+def leak_experiment(text: str, report: Callable[[str, TrainingEvent], None], control: TrainControl | None = None,
                     setup: LeakSetup | None = None) -> dict[str, float | None]:
     """Train the same model (same seed, same batches) with and without the mask, one after the other.
 
-    report(variant, kind, data) receives every Trainer event. Returns {variant: loss on the whole
+    report(variant, event) receives every Trainer event. Returns {variant: loss on the whole
     validation split}.
     """
     setup = setup or LEAK_SETUP
@@ -154,8 +155,8 @@ def leak_experiment(text: str, report: Callable[[str, str, dict], None], control
     for variant, causal in LEAK_VARIANTS:
         if control is not None and control.stop.is_set():
             break
-        trainer = Trainer(replace(setup.model, causal=causal), setup.train, text)
-        trainer.run(lambda kind, data, variant=variant: report(variant, kind, data), control)
+        trainer = Trainer.fresh(replace(setup.model, causal=causal), setup.train, Corpus(text, ""))
+        trainer.run(lambda event, variant=variant: report(variant, event), control)
         results[variant] = trainer.final_val
     return results
 
@@ -165,17 +166,18 @@ def leak_job(job) -> None:
     setup = LEAK_SETUP
     text = builtin_corpus(setup.corpus_chars).text
 
-    def report(variant: str, kind: str, data: dict) -> None:
-        if kind == "step":
-            job.append(f"{variant}/step", data["step"])
-            job.append(f"{variant}/loss", data["loss"])
-            done = [v for v, _ in LEAK_VARIANTS].index(variant) + (data["step"] + 1) / (data["total_steps"] + 1)
-            # the page words the progress line in its reader's language from these two values
-            job.update(progress=done / len(LEAK_VARIANTS), data={"training": variant, "training/step": data["step"]})
-        elif kind == "final_eval":
-            job.update(data={f"{variant}/val": data["val"]})
-        elif kind == "sample":
-            job.update(data={f"{variant}/sample": data["text"]})
+    def report(variant: str, event: TrainingEvent) -> None:
+        match event:
+            case StepEvent(step=step, loss=loss, total_steps=total):
+                job.append(f"{variant}/step", step)
+                job.append(f"{variant}/loss", loss)
+                done = [v for v, _ in LEAK_VARIANTS].index(variant) + (step + 1) / (total + 1)
+                # the page words the progress line in its reader's language from these two values
+                job.update(progress=done / len(LEAK_VARIANTS), data={"training": variant, "training/step": step})
+            case FinalEvalEvent(val=val):
+                job.update(data={f"{variant}/val": val})
+            case SampleEvent(text=sample):
+                job.update(data={f"{variant}/sample": sample})
 
     leak_experiment(text, report, job.control, setup)
     job.update(progress=1.0)

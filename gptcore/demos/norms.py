@@ -15,8 +15,10 @@ import torch.nn as nn
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
 from ..data import builtin_corpus, get_batch
+from ..events import EvalEvent, StepEvent, TrainingEvent
+from ..failures import Diverged
 from ..model import GPT, RMSNorm
-from ..train import Diverged, Trainer
+from ..train import Trainer
 
 # --- RMSNorm vs LayerNorm --------------------------------------------------------------------------------
 
@@ -144,14 +146,14 @@ def run_norm_race(job, race: NormRace) -> str | None:
     (variant, seconds per step) as each variant ends; 'runs' maps each variant to its state (waiting, training,
     finished, stopped or diverged) and 'diverged' a diverged variant to the Message that says why.
     """
-    text = builtin_corpus(race.corpus_chars, race.seed).text
+    corpus = builtin_corpus(race.corpus_chars, race.seed)
     job.update(data={"runs": {v.label: "waiting" for v in race.variants}, "steps_done": 0,
                      "steps_total": race.total_steps, "tokens_per_s": 0.0, "eta_s": None})
     t0, done, runs, diverged = time.perf_counter(), 0, {}, {}
     for variant in race.variants:
         if job.control.stop.is_set():
             break
-        trainer = Trainer(race.model_config(variant), race.train_config(variant.warmup), text)
+        trainer = Trainer.fresh(race.model_config(variant), race.train_config(variant.warmup), corpus)
         started = time.perf_counter()
         probe = get_batch(trainer.val_ids, race.context, 8, torch.Generator().manual_seed(race.seed))[0]
         window: list[list[float]] = []  # per-layer grad norms since the last probe
@@ -167,13 +169,13 @@ def run_norm_race(job, race: NormRace) -> str | None:
                 job.append("resid", *((variant.label, step, i, r)
                                       for i, r in enumerate(residual_norms(tr.model, probe))))
 
-        def on_event(kind: str, data: dict, variant=variant):
+        def on_event(event: TrainingEvent, variant=variant):
             nonlocal done
-            if kind == "eval" and data["step"] == race.steps:
-                job.append("val", (variant.label, data["val"]))
-            if kind != "step":
+            if isinstance(event, EvalEvent) and event.step == race.steps:
+                job.append("val", (variant.label, event.val))
+            if not isinstance(event, StepEvent):
                 return
-            job.append("loss", (variant.label, data["step"], data["loss"]))
+            job.append("loss", (variant.label, event.step, event.loss))
             done += 1
             rate = done / (time.perf_counter() - t0)
             job.update(progress=done / race.total_steps, data={

@@ -1,0 +1,112 @@
+"""Opening a saved checkpoint on the Inspect and Trace pages: the picker, the device, one cached load per file
+version and device, and a sentence (never a traceback) for a checkpoint that cannot be read.
+
+Folder names need not be UTF-8 (a folder copied from another system): the picker shows them escaped and the
+cache is keyed by the path's bytes, which hash whatever the name is.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from gptcore import checkpoint as ckpt
+from gptcore.config import TrainConfig, settings
+from gptcore.device import DeviceError, choices_here, describe, resolve
+from gptcore.errors import UserError, printable
+from gptcore.folders import CheckpointError, list_checkpoints, shown_name
+from gptcore.model import GPT
+from gptcore.tokenizer import Tokenizer
+
+from .i18n import choice, help_text, label, say, t
+from .ui import ACTIVE_CHECKPOINT, default_checkpoint
+
+KEEP = "session"  # persist_state of the device choice: kept across pages
+WeightsKey = tuple[bytes, float, str]  # (the weights file's path as bytes, its mtime, the device)
+UNREADABLE = (CheckpointError, OSError)  # a damaged, missing or unreadable file: said, not raised
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def load_cached(path: bytes, mtime: float, where: str) -> tuple[GPT, Tokenizer, int]:
+    """(model on the device `where`, tokenizer, step); mtime in the key reloads a file a new run overwrote."""
+    model, tokenizer, step = ckpt.load_weights(Path(os.fsdecode(path)))
+    return model.to(where), tokenizer, step
+
+
+def weights_key(path: Path, device: torch.device | str) -> WeightsKey:
+    return os.fsencode(path), path.stat().st_mtime, str(device)
+
+
+def load(path: Path, device: torch.device | str) -> tuple[WeightsKey, GPT, Tokenizer, int]:
+    """A weights file's cache key and what it holds; raises one of UNREADABLE."""
+    key = weights_key(path, device)
+    return (key, *load_cached(*key))
+
+
+def reason(error: Exception) -> str:
+    """Why a file could not be read, in the reader's language where the library worded it."""
+    return say(error) if isinstance(error, UserError) else printable(error)  # (an OSError names the path)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The checkpoint a page works on."""
+    folder: Path
+    name: str  # as shown (bytes that are not UTF-8 escaped): also its name in files the page offers
+    key: WeightsKey
+    model: GPT
+    tokenizer: Tokenizer
+    step: int
+
+    @property
+    def device(self) -> str:
+        return self.key[2]
+
+
+def chosen_device(prefix: str) -> torch.device:
+    """The device the models run on: a choice where this machine has an accelerator, the CPU otherwise."""
+    device_setting = settings(TrainConfig)["device"]
+    if len(choices_here()) > 2:
+        st.selectbox(label(device_setting), choices_here(), key=f"{prefix}-device", persist_state=KEEP,
+                     format_func={v: choice(device_setting, v) for v in choices_here()}.__getitem__,
+                     help=help_text(device_setting))
+    try:
+        device = resolve(st.session_state.get(f"{prefix}-device", "cpu"))
+    except DeviceError as e:  # a device this machine offered and no longer has
+        st.error(say(e))
+        st.stop()
+    st.caption(t("device.inspects_on", device=describe(device)))
+    return device
+
+
+def open_checkpoint(catalog: str, prefix: str) -> Opened:
+    """The checkpoint picker and the device choice, then the chosen checkpoint loaded (once per file version).
+
+    Stops the page with a sentence when there is no checkpoint or the chosen one cannot be read. The texts are
+    the catalog's `no_checkpoint`, `checkpoint`, `checkpoint_help` and `cannot_load`; widget keys start with prefix.
+    """
+    folders = list_checkpoints()
+    if not folders:
+        st.info(t(f"{catalog}.no_checkpoint"))
+        st.stop()
+    names = [shown_name(p) for p in folders]
+    picker = f"{prefix}-checkpoint"
+    if st.session_state.get(picker) not in names:  # first visit, or the checkpoint was deleted or renamed
+        st.session_state[picker] = default_checkpoint(names)
+
+    def remember_checkpoint() -> None:  # the sidebar and the other pages open the same one
+        st.session_state[ACTIVE_CHECKPOINT] = st.session_state[picker]
+
+    name = st.selectbox(t(f"{catalog}.checkpoint"), names, key=picker, on_change=remember_checkpoint,
+                        help=t(f"{catalog}.checkpoint_help"))
+    folder = folders[names.index(name)]
+    device = chosen_device(prefix)
+    try:
+        key, model, tokenizer, step = load(folder / "model.safetensors", device)
+    except UNREADABLE as e:
+        st.error(t(f"{catalog}.cannot_load", name=name, error=reason(e)))
+        st.stop()
+    return Opened(folder, name, key, model, tokenizer, step)
