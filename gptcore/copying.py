@@ -114,6 +114,18 @@ def check_shape(length: int, repeats: int, n_sequences: int, context: int) -> No
                          context=context)
 
 
+def logits_and_patterns(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (B, T, V), every attention pattern (B, L, H, T, T) in float64), on the CPU, from an eval-mode pass."""
+    was_training = model.training
+    model.eval()
+    try:
+        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
+    finally:
+        model.train(was_training)
+    patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)
+    return logits.cpu(), patterns.cpu().double()
+
+
 @torch.no_grad()
 def measure_copying(model: GPT, length: int | None = None, repeats: int = 2,
                     n_sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> CopyingReport:
@@ -125,15 +137,7 @@ def measure_copying(model: GPT, length: int | None = None, repeats: int = 2,
     length = context // max(repeats, 1) if length is None else length  # (repeats below 2: refused just below)
     check_shape(length, repeats, n_sequences, context)
     ids = repeated_ids(model.cfg.vocab_size, length, repeats, n_sequences, seed)
-    was_training = model.training
-    model.eval()
-    try:
-        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
-    finally:
-        model.train(was_training)
-    logits = logits.cpu()
-    patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)
-    patterns = patterns.cpu().double()  # (B, L, H, T, T)
+    logits, patterns = logits_and_patterns(model, ids)
     return CopyingReport(length, repeats, n_sequences, seed, copy_losses(logits, ids, length).mean(0).tolist(),
                          induction_scores(patterns, length).mean(0), previous_token_scores(patterns).mean(0),
                          first_token_scores(patterns).mean(0))
@@ -285,16 +289,9 @@ def measure_family(model: GPT, tokenizer: Tokenizer, family: str, n: int = FAMIL
     ids = torch.zeros(len(examples), width, dtype=torch.long)
     for row, r in enumerate(examples):
         ids[row, :len(r.text)] = torch.tensor(tokenizer.encode(r.text))
-    was_training = model.training
-    model.eval()
-    try:
-        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
-    finally:
-        model.train(was_training)
-    losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float().cpu(), ids[:, 1:].flatten(),
+    logits, patterns = logits_and_patterns(model, ids)
+    losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten(),
                              reduction="none").view(len(examples), -1)  # losses[b, t]: predicting t + 1
-    patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)
-    patterns = patterns.cpu().double()  # (B, L, H, T, T)
     first, second, induction = [], [], []
     for row, r in enumerate(examples):
         first.append(losses[row, r.first:r.first + r.length - 1].mean())

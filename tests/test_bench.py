@@ -193,3 +193,13 @@ def test_whole_process_takes_each_rounds_step_time_from_the_difference_of_two_ru
     estimates = whole_process.measure(runs, n1=10, n2=210, rounds=2)
     assert [round(s, 9) for s in estimates["a"]] == [0.25, 0.25] and [round(s, 9) for s in estimates["b"]] == [0.2, 0.2]
     assert order == ["a", "b", "a", "b", "b", "a", "b", "a"]
+
+
+def test_sample_words_counts_only_words_of_two_stories():
+    from bench.sample_words import real_words, word_share
+    from gptcore.corpus import SEPARATOR
+
+    # "q7x" and "said" come up in one story only, "zib" in two: only words of two stories or more count
+    vocabulary = real_words(SEPARATOR.join(["The dog ran. Zib said Q7x.", "A dog sat. The cat ran.", "Zib."]))
+    assert vocabulary == {"the", "dog", "ran", "zib"}
+    assert word_share("the dog, Zib said Q7x ran", vocabulary) == (4 / 6, 6)
