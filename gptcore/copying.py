@@ -245,6 +245,8 @@ def family_examples(family: str, n: int = FAMILY_EXAMPLES, seed: int = 0, span: 
 
 
 def _invented_name(rng: random.Random) -> str:
+    """A made-up name from syllables and endings of its own, not the built-in stories' (corpus._invent_name), so
+    the measurement's names are not the kind the stories taught."""
     onsets, vowels, ends = "b d f g k l m n p r s t v z br tr".split(), "a e i o u".split(), "a o in el ix ora".split()
     return "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(rng.randint(1, 2))).capitalize() + \
         rng.choice(ends)
