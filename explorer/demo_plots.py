@@ -21,16 +21,15 @@ def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: floa
     z = z.detach().numpy() if isinstance(z, torch.Tensor) else z
     rows, cols = len(z), len(z[0])
     show_text = rows * cols <= 400 if annotate is None else annotate
-    fig = go.Figure(go.Heatmap(
+    return go.Figure(go.Heatmap(
         z=z, x=x_labels if x_labels is not None else list(range(cols)),
         y=y_labels if y_labels is not None else list(range(rows)), zmin=zmin, zmax=zmax, colorscale=colorscale,
         text=[[cell_text(v, fmt) for v in row] for row in z] if show_text else None,
         texttemplate="%{text}" if show_text else None, hovertemplate=hover,
-        colorbar=dict(exponentformat="e")))  # (Plotly's default writes 1e-7 as 100n)
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10))
-    fig.update_xaxes(title=x_title, type="category", side="bottom")
-    fig.update_yaxes(title=y_title, type="category", autorange="reversed")
-    return fig
+        colorbar=dict(exponentformat="e")),  # (Plotly's default writes 1e-7 as 100n)
+        dict(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+             xaxis=dict(title=x_title, type="category", side="bottom"),
+             yaxis=dict(title=y_title, type="category", autorange="reversed")))
 
 
 def heatmap_row(panels: dict, zmin: float, zmax: float, colorscale: str, fmt: str, x_title: str, y_title: str,
@@ -88,58 +87,59 @@ def curves_figure(curves: dict, colors, title: str, x_title: str, y_title: str, 
 
 
 # --- √d scaling page ---------------------------------------------------------------------------------------
+# Every control of the page redraws all its figures, so each is built in one go (traces and layout validated
+# once): add_hline and add_vline search every trace for the axes, and each update_* validates again.
 
 RAW, SCALED = "#d62728", "#1f77b4"  # unscaled and scaled scores, the same on every figure of the page
+MARGIN = dict(l=10, r=10, t=40, b=10)
+
+
+def vline(x: float, dash: str = "dash") -> dict:
+    """A grey line at x from the bottom of the plot to its top (what add_vline draws)."""
+    return dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain", line=dict(color="grey", dash=dash))
 
 
 def score_histograms(samples, title: str, x_title: str, y_title: str) -> go.Figure:
     """The raw and scaled scores (columns "q·k", "q·k/√d") as two overlaid histograms."""
-    fig = go.Figure()
-    for column, color in (("q·k", RAW), ("q·k/√d", SCALED)):
-        fig.add_histogram(x=samples[column], name=column, nbinsx=80, opacity=0.6, marker_color=color)
-    fig.update_layout(barmode="overlay", height=330, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_title,
-                      yaxis_title=y_title, title=title)
-    return fig
+    return go.Figure([go.Histogram(x=samples[column], name=column, nbinsx=80, opacity=0.6, marker_color=color)
+                      for column, color in (("q·k", RAW), ("q·k/√d", SCALED))],
+                     dict(barmode="overlay", height=330, margin=MARGIN, xaxis_title=x_title, yaxis_title=y_title,
+                          title=title))
 
 
 def softmax_rows_figure(raw, scaled, title: str, x_title: str, y_title: str) -> go.Figure:
     """One query's softmax weights over its keys, from the raw and from the scaled scores."""
-    fig = go.Figure()
     keys = list(range(len(raw)))
-    fig.add_bar(x=keys, y=raw.softmax(-1).numpy(), name="softmax(q·k)", marker_color=RAW)
-    fig.add_bar(x=keys, y=scaled.softmax(-1).numpy(), name="softmax(q·k/√d)", marker_color=SCALED)
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_title, yaxis_title=y_title,
-                      yaxis_range=[0, 1], title=title)
-    return fig
+    return go.Figure([go.Bar(x=keys, y=raw.softmax(-1).numpy(), name="softmax(q·k)", marker_color=RAW),
+                      go.Bar(x=keys, y=scaled.softmax(-1).numpy(), name="softmax(q·k/√d)", marker_color=SCALED)],
+                     dict(height=300, margin=MARGIN, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 1],
+                          title=title))
 
 
 def entropy_figure(curve, d: int, uniform: float, uniform_label: str, title: str, y_title: str) -> go.Figure:
     """Mean attention entropy against the head size (log axis naming every d), the uniform ceiling, the chosen d."""
-    fig = go.Figure()
-    for column, color in (("q·k", RAW), ("q·k/√d", SCALED)):
-        fig.add_scatter(x=curve["d"], y=curve[column], name=column, mode="lines+markers", line_color=color)
-    fig.add_hline(y=uniform, line_dash="dot", annotation_text=uniform_label)
-    fig.add_vline(x=d, line_dash="dash", line_color="grey")
-    fig.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="d", **log_ticks(curve["d"])),
-                      yaxis_title=y_title, title=title)
-    return fig
+    ceiling = dict(type="line", x0=0, x1=1, xref="x domain", y0=uniform, y1=uniform, yref="y", line=dict(dash="dot"))
+    label = dict(text=uniform_label, x=1, xref="x domain", xanchor="right", y=uniform, yref="y", yanchor="bottom",
+                 showarrow=False)
+    return go.Figure([go.Scatter(x=curve["d"], y=curve[column], name=column, mode="lines+markers", line_color=color)
+                      for column, color in (("q·k", RAW), ("q·k/√d", SCALED))],
+                     dict(shapes=[ceiling, vline(d)], annotations=[label], height=320, margin=MARGIN,
+                          xaxis=dict(title="d", **log_ticks(curve["d"])), yaxis_title=y_title, title=title))
 
 
 def jacobian_figure(grad, factor: float, names: dict, title: str, x_title: str, y_title: str) -> go.Figure:
     """The softmax Jacobian's norm (left axis, titled in words: a rotated ‖J‖ reads as three bars) and the largest
     weight (right axis) against the factor on the scores; names: legend names of the columns "jacobian norm" and
     "largest weight"."""
-    fig = go.Figure()
-    fig.add_scatter(x=grad["factor"], y=grad["jacobian norm"], name=names["jacobian norm"], mode="lines")
-    fig.add_scatter(x=grad["factor"], y=grad["largest weight"], name=names["largest weight"], mode="lines",
-                    yaxis="y2")
-    fig.add_vline(x=factor, line_dash="dash", line_color="grey")
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(title=x_title, **log_ticks([0.1, 0.3, 1, 3, 10, 30, 100])),
-                      yaxis_title=y_title, yaxis2=dict(title=names["largest weight"], overlaying="y", side="right",
-                                                     range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1]),
-                      title=title, legend=dict(orientation="h", y=-0.25))
-    return fig
+    return go.Figure(
+        [go.Scatter(x=grad["factor"], y=grad["jacobian norm"], name=names["jacobian norm"], mode="lines"),
+         go.Scatter(x=grad["factor"], y=grad["largest weight"], name=names["largest weight"], mode="lines",
+                    yaxis="y2")],
+        dict(shapes=[vline(factor)], height=360, margin=MARGIN,
+             xaxis=dict(title=x_title, **log_ticks([0.1, 0.3, 1, 3, 10, 30, 100])), yaxis_title=y_title,
+             yaxis2=dict(title=names["largest weight"], overlaying="y", side="right", range=[0, 1.05],
+                         tickvals=[0, 0.25, 0.5, 0.75, 1]),
+             title=title, legend=dict(orientation="h", y=-0.25)))
 
 
 def symmetric_limit(z, quantile: float = 0.99) -> float:

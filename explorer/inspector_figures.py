@@ -80,26 +80,30 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
     """
     L, H, T, _ = patterns.shape
     col, row = grid_gaps(T)
-    y = axis_names(L, T, row, True, lambda layer, i: t("inspector.fig.grid_row", layer=layer, position=i))
-    x = axis_names(H, T, col, False, lambda head, i: t("inspector.fig.grid_column", head=head, position=i))
-    fig = go.Figure(go.Heatmap(z=grid_layout(patterns), x=x, y=y, coloraxis="coloraxis",
-                               hovertemplate=t("inspector.fig.grid_hover") + "<extra></extra>"))
+    row_name, column_name = (t(f"inspector.fig.{name}", layer="{0}", head="{0}", position="{1}").format
+                             for name in ("grid_row", "grid_column"))
+    y = axis_names(L, T, row, True, row_name)
+    x = axis_names(H, T, col, False, column_name)
+    titles, outlines = [], []  # (given to the layout at once: add_annotation and add_shape copy the list each call)
     for i, name in enumerate(head_names(L, H)):
         layer, head = divmod(i, H)
         left, top = head * (T + col), layer * (T + row) + row
         chosen = selected == (layer, head)
-        fig.add_annotation(text=f"<b>▶ {name}</b>" if chosen else name, x=left + (T - 1) / 2, y=top - 0.5,
-                           xref="x", yref="y", yanchor="bottom", showarrow=False, font=dict(size=14))
-        fig.add_shape(type="rect", x0=left - 0.5, x1=left + T - 0.5, y0=top - 0.5, y1=top + T - 0.5, xref="x",
-                      yref="y", line=dict(color="#d62728" if chosen else "#d0d7e2", width=2 if chosen else 1))
+        titles.append(dict(text=f"<b>▶ {name}</b>" if chosen else name, x=left + (T - 1) / 2, y=top - 0.5,
+                           xref="x", yref="y", yanchor="bottom", showarrow=False, font=dict(size=14)))
+        outlines.append(dict(type="rect", x0=left - 0.5, x1=left + T - 0.5, y0=top - 0.5, y1=top + T - 0.5,
+                             xref="x", yref="y",
+                             line=dict(color="#d62728" if chosen else "#d0d7e2", width=2 if chosen else 1)))
     axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False)
-    fig.update_xaxes(type="category", **axis)
-    fig.update_yaxes(type="category", autorange="reversed", scaleanchor="x", constrain="domain", **axis)
-    fig.update_layout(title=dict(text=title or t("inspector.fig.grid_title")), height=80 + 230 * L,
-                      margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white",
-                      coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
-                                     colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
-    return fig
+    layout = dict(
+        title=dict(text=title or t("inspector.fig.grid_title")), height=80 + 230 * L, annotations=titles,
+        shapes=outlines, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white",
+        xaxis=dict(type="category", **axis),
+        yaxis=dict(type="category", autorange="reversed", scaleanchor="x", constrain="domain", **axis),
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
+                       colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
+    return go.Figure(go.Heatmap(z=grid_layout(patterns), x=x, y=y, coloraxis="coloraxis",
+                                hovertemplate=t("inspector.fig.grid_hover") + "<extra></extra>"), layout)
 
 
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None) -> go.Figure:
@@ -128,21 +132,21 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
                                   line=dict(color="rgba(214, 39, 40, 0.25)", width=1)),
                       selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),
                       hovertemplate=t("inspector.fig.query_hover") + "<extra></extra>", showlegend=False)
-    fig = go.Figure([heatmap, rows])
-    fig.update_xaxes(title=t("inspector.fig.key_axis"), side="top", tickangle=0, type="category", tickmode="array",
-                     tickvals=names, ticktext=labels, showgrid=False, tickfont=key_font, ticks="", domain=[0.04, 1])
-    fig.update_layout(xaxis2=dict(domain=[0, 0.032], range=[-0.5, 0.5], visible=False, fixedrange=True))
     # the band above the plot holds the key characters and their axis title, so the title stays clear of them
     # wherever it is placed; a fixed range: autorange would pad it for the strip's markers
     height, margin_top, keys_band = row * T + 140, 60, 70
-    fig.update_yaxes(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
-                     showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - 10)])
-    if query is not None:  # the row "What one position attends to" spells out below
-        fig.add_shape(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x", yref="y",
-                      line=dict(color="#d62728", width=2))
-    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=10),
-                      clickmode="event+select")
-    return fig
+    # the query row boxed: the row "What one position attends to" spells out below
+    box = [] if query is None else [dict(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x",
+                                         yref="y", line=dict(color="#d62728", width=2))]
+    layout = dict(  # (one dict, validated once: each update_* call validates again)
+        xaxis=dict(title=t("inspector.fig.key_axis"), side="top", tickangle=0, type="category", tickmode="array",
+                   tickvals=names, ticktext=labels, showgrid=False, tickfont=key_font, ticks="", domain=[0.04, 1]),
+        xaxis2=dict(domain=[0, 0.032], range=[-0.5, 0.5], visible=False, fixedrange=True),
+        yaxis=dict(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
+                   showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - 10)]),
+        shapes=box, title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=10),
+        clickmode="event+select")
+    return go.Figure([heatmap, rows], layout)
 
 
 def prediction_bars(top: pd.DataFrame, title: str) -> go.Figure:

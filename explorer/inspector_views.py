@@ -7,18 +7,21 @@ part and recomputes nothing.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import streamlit as st
 
+from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.model import GPT
 
 from . import inspector_figures as figs
 from .checkpoints import UNREADABLE, Opened, WeightsKey, load_cached, reason, weights_key
-from .i18n import t
-from .ui import show_chart, show_source, story_break_note, with_story_breaks
+from .i18n import catalog, language, t
+from .ui import shared_chart, show_chart, show_source, story_break_note, with_story_breaks
 
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 SCORE_SOURCES = ("repeated", "text")  # random characters shown twice (the copying test), or the text above
@@ -49,6 +52,32 @@ def training_scores(snapshots: tuple[tuple[int, WeightsKey], ...], text: str | N
     return ins.scores_over_training(models, load_cached(*snapshots[-1][1])[1], text)
 
 
+def checkpoint_meta(folder: Path) -> dict:
+    """meta.json's checked values (gptcore.checkpoint.read_meta), read once per version of the file."""
+    try:
+        version = (folder / "meta.json").stat().st_mtime_ns
+    except FileNotFoundError:
+        version = 0
+    return _meta(os.fsencode(folder), version)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _meta(folder: bytes, version: int) -> dict:
+    return ckpt.read_meta(Path(os.fsdecode(folder)))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def grid_figure(key: WeightsKey, text: str, lang: str):
+    """The overview of every head, built once per checkpoint, text and language for every session: the same text
+    opened by a whole class is one figure, and the largest of the page."""
+    return shared_chart(figs.attention_grid(inspected(key, text).patterns))
+
+
+def template(key: str):
+    """t(key, …) for numbers, its entry looked up once: a tip on every character formats it hundreds of times."""
+    return catalog(language())[key].format
+
+
 @dataclass(frozen=True)
 class Inspected:
     """What every tab reads: the checkpoint, the text's forward pass and the head that copies best."""
@@ -61,8 +90,8 @@ class Inspected:
     def cfg(self):
         return self.opened.model.cfg
 
-    @property
-    def labels(self) -> list[str]:  # one per position: a character, or a BPE token
+    @cached_property
+    def labels(self) -> list[str]:  # one per position: a character, or a BPE token (position_label reads it T times)
         return ins.token_labels(self.run.pieces)
 
     @property
@@ -98,7 +127,7 @@ def clicked(chart_key: str):
 def attention_tab(view: Inspected) -> None:
     run, name = view.run, view.opened.name
     st.markdown(t("inspector.attention.intro"))
-    plot(figs.attention_grid(run.patterns), "inspect-grid", f"attention-grid-{name}")
+    plot(grid_figure(view.opened.key, view.text, language()), "inspect-grid", f"attention-grid-{name}")
     st.caption(t("inspector.attention.grid_caption"))
     attention_view(view)
     show_source(ins.patterns_from_ids, GPT.run_with_cache)
@@ -152,11 +181,12 @@ def attention_view(view: Inspected) -> None:
     rows += [(t("inspector.attention.layer_mean", layer=layer), weights[layer].mean(0)),
              (t("inspector.attention.all_mean"), weights.mean((0, 1)))]
     st.caption(t("inspector.attention.shading", query=view.position_label(query)))
+    weight_tip = template("inspector.attention.weight_tip")
     for row_name, row in rows:
-        shade = (row / row.max()).tolist()
+        shade, values = (row / row.max()).tolist(), row.tolist()
 
-        def tip(i, row=row):
-            return t("inspector.attention.weight_tip", position=i, weight=float(row[i]))
+        def tip(i, values=values):
+            return weight_tip(position=i, weight=values[i])
 
         left, right = st.columns([1, 9])
         left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
@@ -171,8 +201,9 @@ def predictions_tab(view: Inspected) -> None:
     st.subheader(t("inspector.surprise.heading"))
     losses = ins.char_losses(run.logits, run.ids)
     st.caption(t("inspector.surprise.caption", cap=LOSS_CAP, mean=float(losses[1:].mean())))
+    loss_tip, values = template("inspector.surprise.tip"), losses.tolist()
     st.html(ins.highlight_html(run.pieces, (losses / LOSS_CAP).tolist(), "230, 60, 50",
-                               lambda i: t("inspector.surprise.tip", position=i, loss=float(losses[i]))))
+                               lambda i: loss_tip(position=i, loss=values[i])))
     with st.expander(t("inspector.surprise.chart")):
         plot(figs.loss_bars(losses, view.labels), "inspect-losses", f"losses-{view.opened.name}")
 

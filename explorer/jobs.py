@@ -1,8 +1,13 @@
-"""Background jobs for the app: one CPU-heavy job at a time, readable from any thread.
+"""Background jobs for the app: one CPU-heavy job at a time (or as many training runs as there are slots),
+readable from any thread, and the training runs waiting for a slot.
 
 The app keeps one JobRegistry per server process (st.cache_resource). A job's function runs in a daemon
 thread and reports through `Job.update`; pages poll `Job.snapshot()` from fragments. Nothing here calls
 Streamlit, so the training thread never touches st.*.
+
+A training run is never refused for want of a slot: it waits in the registry's RunQueue (gptcore.queue, on disk),
+and whenever a job ends the first waiting run starts. A registry made over a folder whose queue holds runs (the
+server restarted) starts them as soon as it exists: the first page anyone opens makes it.
 """
 from __future__ import annotations
 
@@ -21,11 +26,23 @@ from dataclasses import dataclass, field
 
 from gptcore.errors import Message, UserError, message
 from gptcore.folders import ACTIVE
+from gptcore.queue import QueuedRun, QueueError, RunQueue
 
 log = logging.getLogger(__name__)
 
 
 JOB_NICENESS = 10  # 0 is normal, 19 the lowest priority
+TRAIN = "train"  # the kind of job a training run is
+SLOTS_VARIABLE = "GPTCORE_TRAINING_SLOTS"  # training runs at once (1 when unset): each more shares the same cores
+
+
+def training_slots() -> int:
+    """How many training runs may train at once, from the environment (at least 1)."""
+    text = os.environ.get(SLOTS_VARIABLE, "").strip() or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise QueueError("jobs.bad_slots", "{variable} must be a whole number of training runs at once, 1 or more; "
+                         "it is '{value}'", variable=SLOTS_VARIABLE, value=text)
+    return int(text)
 
 
 def yield_to_the_ui() -> None:
@@ -92,14 +109,15 @@ class JobState:
 class Job:
     """A function run in its own thread: fn(job) reads job.control and writes through job.update()."""
 
-    def __init__(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0):
+    def __init__(self, name: str, kind: str, fn: Callable[[Job], str | None], threads: int = 0,
+                 on_end: Callable[[], None] | None = None):
         # (torch: loaded with the first job, not with the sidebar)
         from gptcore.threads import use_threads
         from gptcore.train import TrainControl
 
         self.state = JobState(name, kind)
         self.control = TrainControl()
-        self._fn, self._use_threads = fn, lambda: use_threads(threads)
+        self._fn, self._use_threads, self._on_end = fn, lambda: use_threads(threads), on_end
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=f"job-{name}", daemon=True)
 
@@ -125,6 +143,8 @@ class Job:
         finally:
             self._fn = None  # what it held (a trainer, its corpus's ids) goes with it; the registry keeps the state
             release_memory()
+            if self._on_end is not None:
+                self._on_end()
 
     def update(self, **changes) -> None:
         with self._lock:
@@ -171,11 +191,17 @@ class Job:
 
 
 class JobRegistry:
-    """Process-wide list of jobs; refuses a second active job and names the one that blocks it."""
+    """Process-wide list of jobs; refuses a second active job and names the one that blocks it, except for training
+    runs, which wait in the queue (`waiting`) for one of the `slots` and start in turn."""
 
-    def __init__(self):
+    def __init__(self, slots: int | None = None, waiting: RunQueue | None = None):
         self._lock = threading.Lock()
+        self._starting = threading.Lock()  # one start_waiting at a time: each waiting run starts once
         self.jobs: dict[str, Job] = {}
+        self.slots = slots or training_slots()
+        self.waiting = waiting or RunQueue()
+        if self.waiting.path.exists():  # (the server restarted with runs waiting; torch loads in that thread)
+            threading.Thread(target=self._after_job, name="queue-resume", daemon=True).start()
 
     def active(self) -> Job | None:
         with self._lock:
@@ -186,9 +212,55 @@ class JobRegistry:
             busy = next((j for j in self.jobs.values() if j.state.active), None)
             if busy is not None:
                 raise JobRefused.blocked_by(busy)
-            job = Job(name, kind, fn, threads)
+            job = Job(name, kind, fn, threads, on_end=self._after_job)
             self.jobs[name] = job
         return job.start()
+
+    def enqueue(self, run: QueuedRun, per_learner: int, upload: bytes | None = None) -> int | None:
+        """Queue a training run and start what can start now: its place in the queue (1: next), or None when it
+        started at once. QueueError when the learner has as many runs waiting as they may."""
+        self.waiting.add(run, per_learner, upload)
+        self.start_waiting()
+        return self.place(run.id)
+
+    def place(self, run_id: str) -> int | None:
+        """A waiting run's place in the queue (1: next to start); None once it has started or was cancelled."""
+        ids = [run.id for run in self.waiting.runs()]
+        return ids.index(run_id) + 1 if run_id in ids else None
+
+    def start_waiting(self) -> list[Job]:
+        """Start the first waiting runs, one for each free slot; the jobs started."""
+        started = []
+        with self._starting:
+            while waiting := self.waiting.runs():
+                from .training import queued_job  # (torch: only once a run is to start)
+
+                with self._lock:
+                    if not self._slot_free():
+                        break
+                    if (run := self.waiting.remove(waiting[0].id)) is None:
+                        continue  # (cancelled a moment ago)
+                    job = Job(run.name, TRAIN, queued_job(run, self.waiting), int(run.train.get("threads") or 0),
+                              on_end=self._after_job)
+                    job.update(data={"owner": run.owner, "queued_by": run.queued_by,
+                                     "planned_steps": int(run.train.get("steps") or 0)})
+                    self.jobs[run.name] = job
+                started.append(job.start())
+        return started
+
+    def _slot_free(self) -> bool:
+        """May a training run start now: no other kind of job active, fewer training runs than slots? (Called with
+        self._lock held.)"""
+        active = [j for j in self.jobs.values() if j.state.active]
+        return len(active) < self.slots and all(j.state.kind == TRAIN for j in active)
+
+    def _after_job(self) -> None:
+        """A job ended (or the registry was made): start the next waiting runs. A queue file that cannot be read is
+        logged here and said on the Train page, which reads the queue too."""
+        try:
+            self.start_waiting()
+        except QueueError as e:
+            log.error("the waiting runs cannot start: %s", e)
 
     def rename(self, old: str, new: str, **data) -> None:
         """Follow a renamed run: the job of `old` (if any) is listed and shown as `new`, with data updated."""

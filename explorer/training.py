@@ -1,9 +1,11 @@
-"""The Train page's parts: the background training job, the runs table and the loss figures."""
+"""The Train page's parts: the background training job, the runs waiting for it, the runs table and the loss
+figures."""
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -13,18 +15,21 @@ import plotly.graph_objects as go
 
 from gptcore import folders, runs
 from gptcore.baselines import bigram_val_loss, uniform_loss
-from gptcore.data import unknown_warning
+from gptcore.config import GPTConfig, TrainConfig
+from gptcore.data import CharTokenizer, unknown_warning
 from gptcore.describe import describe_model, describe_training, format_duration, format_step
 from gptcore.errors import Message, message
 from gptcore.events import CheckpointEvent, DoneEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
 from gptcore.failures import Diverged, diverged_message, diverging_message
+from gptcore.queue import QueuedRun, QueueError, RunQueue
+from gptcore.sources import CorpusSource
 from gptcore.train import Trainer
 
 from . import i18n
 from .i18n import t
-from .jobs import Job, JobRefused, JobRegistry, JobState
+from .jobs import TRAIN, Job, JobRegistry, JobState
 
-JOB_KIND = "train"
+JOB_KIND = TRAIN
 LIVE_POINTS = 600  # per curve: about one per pixel of the live chart; the browser redraws it every refresh
 
 
@@ -118,16 +123,110 @@ def _training_job(trainer: Trainer, name: str) -> Callable[[Job], str]:
 
 
 def start_run(registry: JobRegistry, trainer: Trainer) -> Job:
-    """Train in a background job named after the run folder; JobRefused names the job in the way."""
+    """Train a trainer already made, now, in a background job named after the run folder; JobRefused names the
+    job in the way. (The app's Start queues a QueuedRun instead: see queued_job.)"""
     name = folders.shown_name(trainer.out_dir)
     return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
 
 
-def refuse_if_busy(registry: JobRegistry) -> None:
-    """Raise JobRefused before any expensive set-up if a job is already running."""
-    job = registry.active()
-    if job is not None:
-        raise JobRefused.blocked_by(job)
+def work(params: int, tc: TrainConfig, context: int, steps: int) -> float:
+    """What a run computes, parameters × tokens per step × steps: its duration is this over the machine's rate."""
+    return float(params) * tc.batch_size * context * steps
+
+
+def trainer_for(run: QueuedRun, upload: bytes | None, root: Path | None = None) -> Trainer:
+    """The Trainer of a waiting run, made when its turn comes, to train into root/<name>: its corpus is read again
+    then (the app's folders only), so a corpus that has gone since it was queued fails this run with the reason."""
+    if (source := CorpusSource.from_dict(run.source)) is None:
+        raise QueueError("queue.bad_source", "the record of the corpus '{name}' waited to train on cannot be "
+                         "understood: {source}", name=run.name, source=str(run.source)[:200])
+    corpus = source.load(upload, confine=True)
+    tc = TrainConfig.from_dict(run.train)
+    out_dir = folders.checkpoint_dir(run.name, root)
+    if run.action == "continue":
+        trainer = runs.continued_run(out_dir, tc, corpus, source)
+    else:
+        vocab = tc.bpe_vocab if tc.tokenizer == "bpe" else CharTokenizer.from_text(corpus.text).vocab_size
+        trainer = runs.new_run(GPTConfig.from_dict({**run.model, "vocab_size": vocab}), tc, corpus, source,
+                               runs.new_run_dir(run.name, root))
+    if run.owner is not None:  # (no owner: the teacher's, as every run made before owners or by the command line)
+        trainer.extra_meta["owner"] = run.owner
+    return trainer
+
+
+def queued_job(run: QueuedRun, waiting: RunQueue) -> Callable[[Job], str]:
+    """The job function of a waiting run whose turn has come: it makes the trainer in the job's thread, then
+    trains like any run (a corpus or folder that fails now fails the job, with the reason)."""
+    def fn(job: Job) -> str:
+        job.update(data={"out_dir": str(folders.checkpoint_dir(run.name, waiting.root))})
+        try:
+            trainer = trainer_for(run, waiting.upload_of(run), waiting.root)
+        finally:
+            waiting.drop_upload(run)
+        return _training_job(trainer, run.name)(job)
+
+    return fn
+
+
+def training_rate(registry: JobRegistry) -> float | None:
+    """The work per second (see `work`) a training run does on this machine now, as the active runs measure it;
+    None before any has measured its speed."""
+    rates = []
+    for name in registry.live(JOB_KIND):
+        d = job.snapshot().data if (job := registry.get(name)) else {}
+        if d.get("tokens_per_s") and d.get("params"):
+            rates.append(d["params"] * d["tokens_per_s"])
+    return sum(rates) / len(rates) if rates else None
+
+
+def waiting_times(registry: JobRegistry, waiting: list[QueuedRun]) -> list[tuple[float | None, float | None]]:
+    """(seconds until it starts, seconds it trains) of each waiting run, None where not known: each starts when
+    the first slot frees (an active run's ETA, then the expected durations of the waiting runs before it)."""
+    rate = training_rate(registry)
+    free = sorted(job.snapshot().data.get("eta_s") for name in registry.live(JOB_KIND)
+                  if (job := registry.get(name)))
+    free = [math.inf if eta is None else eta for eta in free][:registry.slots]
+    free += [0.0] * (registry.slots - len(free))
+    found = []
+    for run in waiting:
+        slot = min(range(len(free)), key=free.__getitem__)
+        duration = run.work / rate if rate else None
+        starts = free[slot] if math.isfinite(free[slot]) else None
+        found.append((starts, duration))
+        free[slot] = starts + duration if starts is not None and duration is not None else math.inf
+    return found
+
+
+def waiting_runs(registry: JobRegistry) -> list[QueuedRun]:
+    """The waiting runs; none when the queue's file cannot be read (the page says why, above its tabs)."""
+    try:
+        return registry.waiting.runs()
+    except QueueError:
+        return []
+
+
+def pending_row(name: str, status: str, owner: str | None, total_steps: int, since: float,
+                root: Path) -> runs.RunInfo:
+    """A run with nothing to show yet, as a row of the runs table: waiting (status "queued"), or a job still
+    making its trainer (with the job's status)."""
+    return runs.RunInfo(name=name, path=root / name, status=status, step=-1, total_steps=total_steps, best_val=None,
+                        final_val=None, wall_time=0.0, params=None, corpus="", saved=since, has_weights=False,
+                        meta={"owner": owner})
+
+
+def shown_job(registry: JobRegistry, owner: str | None) -> Job | None:
+    """The training job the live panel follows: the visitor's own active run, else the latest active one, else the
+    latest to have run."""
+    live = [job for name in registry.live(JOB_KIND) if (job := registry.get(name)) is not None]
+    own = [job for job in live if job.state.data.get("owner") == owner]
+    return max(own or live, key=lambda job: job.state.started, default=None) or registry.latest(JOB_KIND)
+
+
+def owner_of(run: runs.RunInfo) -> str | None:
+    """Whose run it is: a learner's id, or None for the teacher's (a run without an owner: made before owners,
+    by the command line, or by the teacher)."""
+    owner = run.meta.get("owner")
+    return owner if isinstance(owner, str) and owner else None
 
 
 def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
@@ -188,7 +287,8 @@ def live_run(snap: JobState, on_disk: runs.RunInfo | None) -> runs.RunInfo:
                "eval_step": [e["step"] for e in evals], "eval_train": [e["train"] for e in evals],
                "eval_val": [e["val"] for e in evals]}
     path = Path(d["out_dir"])
-    meta = {**(on_disk.meta if on_disk else {}), "history": history, "train_config": d["train"]}
+    meta = {**(on_disk.meta if on_disk else {}), "history": history, "train_config": d["train"],
+            "owner": d.get("owner")}
     return runs.RunInfo(name=snap.name, path=path, status=snap.status, step=d.get("step", -1),
                         total_steps=d["total_steps"], best_val=min(vals) if vals else None,
                         final_val=d.get("final_val"), wall_time=d.get("elapsed_s") or 0.0, params=d.get("params"),
@@ -197,18 +297,29 @@ def live_run(snap: JobState, on_disk: runs.RunInfo | None) -> runs.RunInfo:
 
 
 def listed_runs(registry: JobRegistry) -> list[runs.RunInfo]:
-    """Every run on disk, newest first, with the one training now listed first at its live step (even before it
-    has saved anything)."""
+    """Every run on disk, newest first, after the ones training now, at their live step (even before they have
+    saved anything), and the runs waiting to train, next to start first. A saved run waiting to be continued is
+    listed once, as queued."""
     live = registry.live(JOB_KIND)
     listed = runs.list_runs(live=live)
     training = []
+    root = registry.waiting.root
     for name in live:
-        job = registry.get(name)
-        snap = job.snapshot() if job else None
-        if snap is not None and "total_steps" in snap.data:  # (its thread has published its set-up)
-            training.append(live_run(snap, next((r for r in listed if r.name == name), None)))
-    names = {r.name for r in training}
-    return training + [r for r in listed if r.name not in names]
+        if (job := registry.get(name)) is None:
+            continue
+        snap, on_disk = job.snapshot(), next((r for r in listed if r.name == name), None)
+        if "total_steps" in snap.data:  # (its thread has published its set-up)
+            training.append(live_run(snap, on_disk))
+        else:
+            training.append(replace(on_disk, status=snap.status) if on_disk else pending_row(
+                name, snap.status, snap.data.get("owner"), snap.data.get("planned_steps", 0), snap.started, root))
+    waiting = {run.name: run for run in waiting_runs(registry)}
+    queued = [replace(next(r for r in listed if r.name == run.name), status="queued")
+              if run.action == "continue" and any(r.name == run.name for r in listed)
+              else pending_row(run.name, "queued", run.owner, int(run.train.get("steps") or 0), run.queued_at, root)
+              for run in waiting.values()]
+    names = {r.name for r in training} | set(waiting)
+    return training + queued + [r for r in listed if r.name not in names]
 
 
 def english(key: str, **values) -> str:
@@ -230,7 +341,7 @@ def run_status(run: runs.RunInfo, words: Callable[..., str] = english) -> str:
     return words("training.runs.status_diverging", status=status)
 
 
-COLUMNS = ("run", "status", "progress", "best_val", "final_val", "wall_time", "params", "corpus", "saved")
+COLUMNS = ("run", "owner", "status", "progress", "best_val", "final_val", "wall_time", "params", "corpus", "saved")
 
 
 def column(key: str, words: Callable[..., str] = english) -> str:
@@ -238,11 +349,13 @@ def column(key: str, words: Callable[..., str] = english) -> str:
 
 
 def runs_frame(listed: list[runs.RunInfo], show: Callable[[Message | str], str] = str,
-               words: Callable[..., str] = english) -> pd.DataFrame:
+               words: Callable[..., str] = english,
+               whose: Callable[[str | None], str] = lambda owner: "") -> pd.DataFrame:
     """The runs table, headed and worded by `words` (i18n.t on the page) with each message rendered by `show`
-    (i18n.say). Names arrive printable."""
+    (i18n.say) and each owner named by `whose`. Names arrive printable."""
     cells = {
         "run": [r.name for r in listed],
+        "owner": [whose(owner_of(r)) for r in listed],
         "status": [run_status(r, words) for r in listed],
         "progress": [show(format_step(r.step, r.total_steps)) for r in listed],
         "best_val": [r.best_val for r in listed],

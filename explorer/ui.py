@@ -109,9 +109,17 @@ def show_chart(fig, key: str, where=None, config: dict | None = None, **options)
 
     Every chart of the app goes through here, so no title or legend is ever drawn under the toolbar."""
     config = {**CHART_CONFIG, **(config or {})}
-    if config.get("displayModeBar", True) and not config.get("staticPlot"):
+    if config.get("displayModeBar", True) and not config.get("staticPlot") and not getattr(fig, "_shared", False):
         clear_toolbar_band(fig)
     return (where or st).plotly_chart(fig, key=key, config=config, **options)
+
+
+def shared_chart(fig):
+    """A figure made ready for show_chart once, to be cached and drawn by every session as it is: show_chart then
+    reads it and never changes it, so sessions drawing it at once on their own threads see the same figure."""
+    clear_toolbar_band(fig)
+    fig._shared = True
+    return fig
 
 
 def clear_toolbar_band(fig) -> None:

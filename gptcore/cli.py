@@ -58,6 +58,9 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--builtin-drills", type=float, default=0.0,
                    help=f"share of the built-in corpus given to copy drills, lines of random characters said again "
                         f"(0 to {MAX_DRILLS}; default 0)")
+    p.add_argument("--builtin-retellings", type=float, default=0.0,
+                   help="share of the built-in corpus given to retellings, scenes in which something is said again "
+                        f"word for word (0 to {MAX_DRILLS} with the drills; default 0)")
 
 
 def flag_options(s: Setting) -> dict:
@@ -202,10 +205,11 @@ def training_corpus(args):
                               "keeps: leave out --tokenizer", path=args.data, kind=prepared.tokenizer.kind)
         return prepared, None
     corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
-                         builtin_drills=args.builtin_drills)
+                         builtin_drills=args.builtin_drills, builtin_retellings=args.builtin_retellings)
     # recorded with the run, so the app's Continue button can load the same corpus again
     if args.data == "builtin":
-        source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed, drills=args.builtin_drills)
+        source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed, drills=args.builtin_drills,
+                              retellings=args.builtin_retellings)
     else:
         source = CorpusSource("file", path=str(Path(args.data).resolve()), max_chars=corpus_chars(args))
     return corpus, source
@@ -320,7 +324,7 @@ def eval_ids(args, tokenizer):
                               prepared=prepared.tokenizer.describe(), run=tokenizer.describe())
         return (prepared.val if args.split == "val" else prepared.whole), prepared.description
     corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
-                         builtin_drills=args.builtin_drills)
+                         builtin_drills=args.builtin_drills, builtin_retellings=args.builtin_retellings)
     if warning := unknown_warning(tokenizer.unknown(corpus.text)):
         print(f"warning: {warning}", file=sys.stderr)
     if args.split == "val":  # the validation split exactly as the run had it

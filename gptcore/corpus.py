@@ -737,33 +737,43 @@ def _things(rng: random.Random, n: int) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _random_words(rng: random.Random) -> str:
+    return " ".join(rng.choice(_R_WORDS) for _ in range(rng.randint(3, 10)))
+
+
 def _repeated_thing(rng: random.Random) -> str:
-    """Something to say twice: a random sentence, a list of things, words in random order, a song line, a code."""
-    kind = rng.randrange(5)
+    """Something to say twice: a random sentence (capitalised or as typed), a list of things, words in random
+    order, a song line, a code."""
+    kind = rng.randrange(6)
     if kind == 0:
         return _random_sentence(rng)
     if kind == 1:
         return _cap(_things(rng, rng.randint(2, 4))) + "."
     if kind == 2:
-        return " ".join(rng.choice(_R_WORDS) for _ in range(rng.randint(3, 9)))
+        return _random_words(rng)
     if kind == 3:
         return rng.choice(_R_SONGS) + "."
+    if kind == 4:
+        return _random_sentence(rng).lower().rstrip(".")
     return "".join(rng.choices(_CODE_CHARS, k=rng.randint(6, 24)))
 
 
 def retelling(rng: random.Random) -> str:
     """A short scene in which something is said again, word for word, within a few dozen characters: said back,
-    passed on as a message, packed and unpacked, sung as a refrain, or just written twice, with a cue (quotes, "said
-    it back") or with none, so that copying pays wherever a repeat appears. Each scene fits a 128-character context
-    with its repeat."""
+    passed on as a message, packed and unpacked, sung as a refrain, played as a word game, or just written twice,
+    with a cue (quotes, "said it back") or with none, so that copying pays wherever a repeat appears. Each scene
+    fits a 128-character context with its repeat."""
     a, b = rng.sample(_R_NAMES, 2)
-    frame = rng.randrange(7)
+    frame = rng.randrange(10)
     if frame == 5:  # a new name, used again
         name, food = _invent_name(_Builder(rng), rng.choice(("she", "he"))), rng.choice(_R_FOODS)
         return f"{a} met a new friend called {name}. {name} liked {food}, and {a} liked {name}."
     if frame == 6:  # a list recalled
         items, place = _things(rng, rng.randint(2, 4)), rng.choice(_R_PLACES)
         return f"{a} packed {items}. At {place}, {a} took out {items}."
+    if frame == 7:  # a word game: words in random order, said back with no quotes
+        words = _random_words(rng)
+        return f"{a} said {words}. Then {b} said {words}."
     line = _repeated_thing(rng)
     if frame == 0:
         return f'{_cap(rng.choice(_R_ADULTS))} said, "{line}" {a} said it back: "{line}"'
@@ -774,7 +784,19 @@ def retelling(rng: random.Random) -> str:
         return f"{line}\n{line}"
     if frame == 3:  # written twice in a row
         return f"{line} {line}"
+    if frame == 8:  # a refrain around a line of the story
+        return f"{line} {a} smiled. {line}"
+    if frame == 9:
+        return f"{line}. {line}."
     return f"{a} sang, {line} {b} sang, {line}"
+
+
+def _weave(story: str, scenes: list[str], rng: random.Random) -> str:
+    """The story with each scene put in as a paragraph of its own, between two of its paragraphs."""
+    paras = story.split("\n")
+    for scene in scenes:
+        paras.insert(rng.randint(1, len(paras)), scene)
+    return "\n".join(paras)
 
 
 def check_drills(drills: float) -> None:
@@ -800,20 +822,31 @@ def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0, retelling
     rng, drill_rng = random.Random(seed), random.Random(f"copy drills {seed}")
     retell_rng = random.Random(f"retellings {seed}")
     parts, total, drilled, retold = [], -len(SEPARATOR), 0, 0
+    to_weave: list[str] = []  # scenes that go inside the next story
     while total < n_chars:
         if drilled < drills * max(total, 0):
             parts.append(copy_drill(drill_rng))
             drilled += len(parts[-1])
         elif retold < retellings * max(total, 0):
-            parts.append("\n".join(retelling(retell_rng) for _ in range(retell_rng.randint(3, 6))))
-            retold += len(parts[-1])
+            scenes = [retelling(retell_rng) for _ in range(retell_rng.randint(3, 6))]
+            retold += sum(len(scene) + 1 for scene in scenes)
+            # half of them inside the next story, so that a repeat is copied wherever it appears, not in scenes
+            # alone; so many waiting (a large share) go out on their own
+            if retell_rng.random() < 0.5 and len(to_weave) < 12:
+                to_weave += scenes
+                continue
+            parts.append("\n".join(scenes))
         else:
-            parts.append(generate_story(rng).text)
+            parts.append(_weave(generate_story(rng).text, to_weave, retell_rng))
+            to_weave = []
         total += len(SEPARATOR) + len(parts[-1])
     return SEPARATOR.join(parts)[:n_chars]
 
 
-def builtin_description(n_chars: int, seed: int, drills: float = 0.0) -> Message:
+def builtin_description(n_chars: int, seed: int, drills: float = 0.0, retellings: float = 0.0) -> Message:
+    if retellings:
+        return message("corpus.builtin_retellings", "built-in stories with {share:.0%} retellings and {drills:.0%} "
+                       "copy drills, {n:,} chars, seed {seed}", share=retellings, drills=drills, n=n_chars, seed=seed)
     if drills:
         return message("corpus.builtin_drills", "built-in stories with {share:.0%} copy drills, {n:,} chars, seed "
                        "{seed}", share=drills, n=n_chars, seed=seed)

@@ -98,21 +98,23 @@ def read_corpus_file(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES
     return text
 
 
-def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0, drills: float = 0.0) -> Corpus:
+def builtin_corpus(n_chars: int = 1_000_000, seed: int = 0, drills: float = 0.0, retellings: float = 0.0) -> Corpus:
     from .corpus import builtin_description, generate_stories
 
-    return Corpus(generate_stories(n_chars, seed, drills), builtin_description(n_chars, seed, drills))
+    return Corpus(generate_stories(n_chars, seed, drills, retellings),
+                  builtin_description(n_chars, seed, drills, retellings))
 
 
 def load_corpus(source: str, max_chars: int | None = None, builtin_chars: int = 1_000_000,
-                builtin_seed: int = 0, max_bytes: int = DEFAULT_MAX_BYTES, builtin_drills: float = 0.0) -> Corpus:
+                builtin_seed: int = 0, max_bytes: int = DEFAULT_MAX_BYTES, builtin_drills: float = 0.0,
+                builtin_retellings: float = 0.0) -> Corpus:
     """'builtin' for our generated stories, otherwise a path to a UTF-8 text file."""
     for name, value in (("max_chars", max_chars), ("builtin_chars", builtin_chars)):
         if value is not None and value < 1:
             raise CorpusError("data.size_below_one", "{name} must be at least 1, got {value:,}", name=name,
                               value=value)
     if source == "builtin":
-        corpus = builtin_corpus(builtin_chars, builtin_seed, builtin_drills)
+        corpus = builtin_corpus(builtin_chars, builtin_seed, builtin_drills, builtin_retellings)
     else:
         corpus = Corpus(read_corpus_file(source, max_bytes, max_chars),
                         message("data.file_corpus", "file {name}", name=Path(source).name))

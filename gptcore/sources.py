@@ -34,13 +34,14 @@ BUILTIN_MAX_CHARS = 50_000_000
 class CorpusSource:
     """A corpus choice: our generated stories, an uploaded file, a file on the server, or TinyStories' val split.
 
-    Each kind reads only its own fields: builtin (chars, seed, drills), file (path), upload (name; the bytes come
-    separately) and tinystories. max_chars keeps only the beginning of a file, upload or download.
+    Each kind reads only its own fields: builtin (chars, seed, drills, retellings), file (path), upload (name; the
+    bytes come separately) and tinystories. max_chars keeps only the beginning of a file, upload or download.
     """
     kind: str
     chars: int = 1_000_000
     seed: int = 0
     drills: float = 0.0  # share of copy drills in the built-in corpus
+    retellings: float = 0.0  # share of retellings (scenes that say something again) in the built-in corpus
     path: str = ""
     name: str = ""
     max_chars: int | None = None
@@ -52,8 +53,8 @@ class CorpusSource:
 
     def to_dict(self) -> dict:
         """The fields this kind uses, as recorded in a run's meta.json."""
-        used = {"builtin": ("chars", "seed", "drills"), "file": ("path", "max_chars"), "upload": ("name", "max_chars"),
-                "tinystories": ("max_chars",)}.get(self.kind, ())
+        used = {"builtin": ("chars", "seed", "drills", "retellings"), "file": ("path", "max_chars"),
+                "upload": ("name", "max_chars"), "tinystories": ("max_chars",)}.get(self.kind, ())
         values = asdict(self)
         return {"kind": self.kind, **{key: values[key] for key in used}}
 
@@ -63,12 +64,12 @@ class CorpusSource:
         wrong kind included: meta.json may have been written by hand, or come in a checkpoint zip)."""
         if not isinstance(data, dict) or data.get("kind") not in KINDS:
             return None
-        found = {key: data[key] for key in ("chars", "seed", "drills", "path", "name", "max_chars")
+        found = {key: data[key] for key in ("chars", "seed", "drills", "retellings", "path", "name", "max_chars")
                  if data.get(key) is not None}
         whole = all(isinstance(found[key], int) and not isinstance(found[key], bool)
                     for key in ("chars", "seed", "max_chars") if key in found)
-        drills = found.get("drills", 0.0)
-        share = isinstance(drills, (int, float)) and not isinstance(drills, bool)
+        share = all(isinstance(found.get(key, 0.0), (int, float)) and not isinstance(found.get(key), bool)
+                    for key in ("drills", "retellings"))
         if not (whole and share) or not all(isinstance(found[key], str) for key in ("path", "name") if key in found):
             return None
         return cls(data["kind"], **found)
@@ -81,7 +82,7 @@ class CorpusSource:
             if not isinstance(self.chars, int) or not 1 <= self.chars <= BUILTIN_MAX_CHARS:
                 raise CorpusError("sources.builtin_size", "the built-in corpus size must be from 1 to {limit:,} "
                                   "characters", limit=BUILTIN_MAX_CHARS)
-            return builtin_corpus(self.chars, self.seed, self.drills)
+            return builtin_corpus(self.chars, self.seed, self.drills, self.retellings)
         if self.kind == "file":
             if not str(self.path).strip():
                 raise CorpusError("sources.no_path", "enter the path of a UTF-8 text file on the server")

@@ -7,7 +7,6 @@ import streamlit as st
 from explorer import inspector_views as views
 from explorer.checkpoints import Opened, open_checkpoint
 from explorer.i18n import say, t
-from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.data import unknown_warning
 from gptcore.errors import UserError
@@ -19,7 +18,7 @@ TABS = ("attention", "predictions", "finder", "training")
 def show_facts(opened: Opened) -> None:
     """One line about the checkpoint: its step, size, shape and tokenizer, its loss and corpus where known."""
     model, cfg = opened.model, opened.model.cfg
-    meta = ckpt.read_meta(opened.folder)
+    meta = views.checkpoint_meta(opened.folder)  # (read only: the dict is shared by every session)
     facts = [t("inspector.facts.step", step=opened.step), t("inspector.facts.params", n=model.num_params()),
              t("inspector.facts.shape", layers=cfg.n_layer, heads=cfg.n_head), f"d_model {cfg.d_model}",
              t("inspector.facts.context", context=cfg.context), say(opened.tokenizer.describe())]

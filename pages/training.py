@@ -1,7 +1,7 @@
 """Train: the tutorial's GPT learns to write stories in a background job that outlives this page."""
 import streamlit as st
 
-from explorer import forms, training
+from explorer import classroom, forms, run_actions, training
 from explorer.forms import KEEP, KEEP_CHOICE, ss
 from explorer.i18n import say, t
 from explorer.ui import job_registry, show_chart, show_failure, show_source, story_break_note, with_story_breaks
@@ -18,7 +18,7 @@ registry = job_registry()
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
 RUNS_REFRESH_S = 5  # the runs table and overlay, which read every run's meta.json
 # the runs table's columns as shown: the corpus, the widest, last
-RUNS_COLUMNS = ("run", "status", "progress", "best_val", "final_val", "wall_time", "params", "saved", "corpus")
+RUNS_COLUMNS = ("run", "owner", "status", "progress", "best_val", "final_val", "wall_time", "params", "saved", "corpus")
 # After Start or Continue, the button that was clicked is at the bottom of the page and the live panel above the tabs:
 # Streamlit has no scroll call, so a script brings the panel into view (retrying while the page is still drawing).
 SHOW_LIVE = """<script>
@@ -38,7 +38,7 @@ def live_view() -> None:
 
 
 def live_panel() -> None:
-    job = registry.latest(training.JOB_KIND)
+    job = training.shown_job(registry, who.owner)
     if job is None:
         st.info(t("training.live.nothing_yet"))
         return
@@ -55,13 +55,19 @@ def live_panel() -> None:
         return
     head, pause, stop = st.columns([6, 1, 1], vertical_alignment="bottom")
     head.markdown(t("training.live.heading", name=s.name, status=t(f"ui.status.{s.status}")))
+    theirs = classroom.refusal(d.get("owner"), who)  # (anyone may watch; its owner and the teacher may change it)
     if s.status == "paused":
-        pause.button(t("training.live.resume"), key="tr_resume", on_click=job.resume, width="stretch")
+        pause.button(t("training.live.resume"), key="tr_resume", on_click=run_actions.control, args=(job, "resume"),
+                     disabled=bool(theirs), width="stretch")
     else:
-        pause.button(t("training.live.pause"), key="tr_pause", on_click=job.pause, disabled=s.status != "running",
-                     width="stretch")
-    stop.button(t("training.live.stop"), key="tr_stop", on_click=job.stop,
-                disabled=s.status not in ("running", "paused"), width="stretch")
+        pause.button(t("training.live.pause"), key="tr_pause", on_click=run_actions.control, args=(job, "pause"),
+                     disabled=s.status != "running" or bool(theirs), width="stretch")
+    stop.button(t("training.live.stop"), key="tr_stop", on_click=run_actions.control, args=(job, "stop"),
+                disabled=s.status not in ("running", "paused") or bool(theirs), width="stretch")
+    if theirs and s.active:
+        st.caption(say(theirs))
+    if (said := ss.get("tr_live_feedback")) and said[1] == s.name:
+        st.warning(say(said[0]))
     step, total = d.get("step", -1), d["total_steps"]
     st.progress(min(1.0, (step + 1) / (total + 1)), text=say(format_step(step, total)))
     evals = d.get("evals", [])
@@ -138,16 +144,15 @@ def new_run_tab() -> None:
         st.caption(t("device.trains_on", device=described(ss.tr_t_device)))
     name, start = st.columns([3, 1], vertical_alignment="bottom")
     name.text_input(t("training.form.run_name"), key="tr_name", max_chars=64, **KEEP)
-    reasons = forms.start_blockers(tokenizer, model_problem, train_invalid)
-    start.button(t("training.form.start"), key="tr_start", type="primary", on_click=forms.start_new_run,
+    reasons = run_actions.start_blockers(tokenizer, model_problem, train_invalid)
+    start.button(t("training.form.start"), key="tr_start", type="primary", on_click=run_actions.start_new_run,
                  width="stretch", disabled=bool(reasons))
     if reasons:
         st.warning(t("training.form.start_off", reasons="  \n".join(reasons)), icon=None)
     forms.keep_choices_in_url()
     say_saved_as(ss.tr_name)  # (an unusable name is said among the reasons above)
-    message, context, refused = ss.get("tr_feedback") or (None, None, False)
-    # gone once it no longer applies: an error about another corpus, a refusal by a job that has ended
-    if message and context == forms.corpus_context() and not (refused and registry.active() is None):
+    classroom.waiting_note(registry)
+    if message := run_actions.feedback():  # (gone once the corpus it was about is no longer chosen)
         st.error(say(message))
     st.caption(t("training.form.written_to", root=folders.CHECKPOINT_ROOT))
 
@@ -173,7 +178,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.warning(say(note))
     if (warning := run.diverging) and not run.note:
         st.warning(say(warning))
-    if message := forms.run_feedback(run):
+    if message := run_actions.run_feedback(run):
         st.error(say(message))
     cont, rename, files = st.columns(3, gap="large")
     with cont:
@@ -182,7 +187,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.number_input(t("training.runs.until"), run.step + 1, 1_000_000, value=default_until, step=100,
                         key=f"tr_until_{run.name}")
         source = run.source
-        if blocked := run.blocker("continue"):
+        if blocked := classroom.blocker(run, "continue", who, registry):
             st.caption(say(blocked))
         elif source is None or not source.reloadable:
             st.caption(t("training.runs.give_corpus"))
@@ -191,15 +196,15 @@ def manage_run(run: runs.RunInfo) -> None:
             st.file_uploader(t("training.runs.corpus_upload"), type=["txt", "md", "text"], key="tr_cont_upload")
             st.number_input(t("training.corpus.max_chars"), 0, 100_000_000, step=100_000,
                             value=(source.max_chars if source else None) or 1_000_000, key="tr_cont_max_chars")
-        st.button(t("training.runs.continue"), key="tr_continue", on_click=forms.continue_run, args=(run,),
+        st.button(t("training.runs.continue"), key="tr_continue", on_click=run_actions.continue_run, args=(run,),
                   disabled=bool(blocked))
-    fixed = run.blocker("rename")
+    fixed = classroom.blocker(run, "rename", who, registry)
     with rename:
         st.markdown(t("training.runs.rename_heading"))
         st.text_input(t("training.runs.new_name"), key=f"tr_new_name_{run.name}", value=run.name,
                       disabled=bool(fixed))
         say_saved_as(ss.get(f"tr_new_name_{run.name}", run.name))
-        st.button(t("training.runs.rename"), key="tr_rename", on_click=forms.rename_run, args=(run,),
+        st.button(t("training.runs.rename"), key="tr_rename", on_click=run_actions.rename_run, args=(run,),
                   disabled=bool(fixed))
         if fixed:
             st.caption(say(fixed))
@@ -209,7 +214,7 @@ def manage_run(run: runs.RunInfo) -> None:
                            file_name=f"{run.name}.zip", mime="application/zip", key="tr_download_zip",
                            on_click="ignore", disabled=not run.has_weights)
         sure = st.checkbox(t("training.runs.sure"), key="tr_delete_sure", disabled=bool(fixed))
-        st.button(t("training.runs.delete"), key="tr_delete", on_click=forms.delete_run, args=(run,),
+        st.button(t("training.runs.delete"), key="tr_delete", on_click=run_actions.delete_run, args=(run,),
                   disabled=not sure)
 
 
@@ -219,7 +224,8 @@ def runs_overview() -> None:
     names = [r.name for r in listed]
     column = lambda key: training.column(key, t)  # noqa: E731
     # The two losses are headed short, their full names as help, so that the corpus, a sentence, fits beside them.
-    st.dataframe(training.runs_frame(listed, say, t), hide_index=True, key="tr_runs_table",
+    st.dataframe(training.runs_frame(listed, say, t, lambda owner: classroom.whose(owner, who)), hide_index=True,
+                 key="tr_runs_table",
                  column_order=[column(key) for key in RUNS_COLUMNS], column_config={
         column("best_val"): st.column_config.NumberColumn(t("training.runs.short.best_val"), format="%.4f",
                                                           help=column("best_val")),
@@ -245,20 +251,21 @@ def runs_tab() -> None:
     listed = training.listed_runs(registry)
     if not listed:
         st.info(t("training.runs.none_yet", root=folders.CHECKPOINT_ROOT))
-        forms.checkpoint_upload()
+        run_actions.checkpoint_upload()
         return
     st.fragment(runs_overview, run_every=RUNS_REFRESH_S if training_now else None)()
-    names = [r.name for r in listed]
+    names = [r.name for r in listed if r.status != "queued" or r.path.is_dir()]  # (a new run waiting has no files)
     if appeared := [n for n in names if n not in ss.get("tr_runs_seen", names)]:
         ss.tr_manage = appeared[0]  # a run that appeared since the last look is the one to manage
     ss.tr_runs_seen = names
-    st.markdown(t("training.runs.manage"))
     if ss.get("tr_manage") not in names:
         ss.pop("tr_manage", None)
-    pick = st.selectbox(t("training.runs.run"), names, key="tr_manage",
-                        on_change=lambda: ss.pop("tr_runs_feedback", None))
-    manage_run(next(r for r in listed if r.name == pick))
-    forms.checkpoint_upload()
+    if names:
+        st.markdown(t("training.runs.manage"))
+        pick = st.selectbox(t("training.runs.run"), names, key="tr_manage",
+                            on_change=lambda: ss.pop("tr_runs_feedback", None))
+        manage_run(next(r for r in listed if r.name == pick))
+    run_actions.checkpoint_upload()
 
 
 # ---------------------------------------------------------------- page
@@ -267,6 +274,7 @@ st.title(t("training.title"))
 st.markdown(t("training.intro"))
 show_source(train_step, lr_at, label=t("training.step_source"))
 forms.init_form()
+who = classroom.visitor()
 # The live panel redraws every second; Streamlit would dim it while each redraw is on its way,
 # so on a busy CPU the whole panel would flicker between faded and sharp. Its six numbers are set a little smaller
 # than Streamlit's, so that a duration in words ("7 分 38 秒") fits its column; its scroll margin keeps it clear of
@@ -277,6 +285,8 @@ st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; tran
 active = registry.active()
 training_now = active is not None and active.state.kind == training.JOB_KIND
 st.fragment(live_view, run_every=LIVE_REFRESH_S if training_now else None)()
+classroom.queue_panel(registry)  # (outside the live fragment: a Cancel redraws the whole page)
+classroom.teacher_box()
 new_tab, runs_tab_ = st.tabs([t("training.tab_new"), t("training.tab_runs")])
 with new_tab:
     new_run_tab()
@@ -284,3 +294,4 @@ with runs_tab_:
     runs_tab()
 if ss.pop("tr_show_live", False):
     st.html(SHOW_LIVE, unsafe_allow_javascript=True)
+classroom.keep_in_browser()

@@ -73,10 +73,68 @@ def chromium():
             browser.close()
 
 
-@contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
-    with chromium() as browser:
-        yield browser.new_page(viewport={"width": width, "height": height})
+# Counts the script runs the page has seen end: Streamlit marks its root with the state of the script run
+# (running, rerunRequested, notRunning, ...), so each change to notRunning is one run finished, fragment runs too.
+COUNT_RUNS = """new MutationObserver(changes => {
+  for (const c of changes)
+    if (c.target.getAttribute('data-test-script-state') === 'notRunning') window.scriptRunsFinished += 1;
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+window.scriptRunsFinished = 0;"""
+
+DRAWN = """() => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state') === 'notRunning'
+  && !document.querySelector('[data-testid=stMain] [data-testid=stSkeleton], [data-stale=true]')"""
+
+
+def wait_until_drawn(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the script has run to the end and every element is drawn: Streamlit shows a skeleton until a
+    lazily loaded element (a chart) is ready, and marks the elements of the run before as stale until replaced."""
+    page.wait_for_function(DRAWN, timeout=timeout_ms)
+
+
+def after_rerun(page, action, timeout_ms: int = 120_000) -> None:
+    """Do `action` (a click, a key press), then wait until the run it starts has finished and is drawn. The page
+    must come from conftest's open_page, which counts the runs (COUNT_RUNS)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wait_until_drawn(page, timeout_ms)  # (a run still going would take the action's place in the count)
+    before = page.evaluate("window.scriptRunsFinished")
+    action()
+    try:
+        page.wait_for_function(f"() => window.scriptRunsFinished > {before}", timeout=timeout_ms)
+    except PlaywrightTimeout:
+        state = page.evaluate("document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state')")
+        path = screenshot(page, "rerun-timeout")
+        raise AssertionError(f"no script run finished after the action (script state {state!r}; see {path})") from None
+    wait_until_drawn(page, timeout_ms)
+
+
+def open_tab(page, name: str, timeout_ms: int = 120_000) -> None:
+    """Open a lazy tab and wait for the run that draws it. A click that lands while the page is still laying out
+    can be lost (the tab stays unselected, nothing runs), so it is given again until the tab is selected."""
+    tab = page.get_by_role("tab", name=name)
+
+    def select() -> None:
+        for _ in range(5):
+            tab.click()
+            try:
+                page.wait_for_function("t => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
+                                       timeout=5_000)
+                return
+            except Exception:  # noqa: BLE001 (playwright's TimeoutError: click again)
+                continue
+        raise AssertionError(f"the tab {name!r} could not be selected")
+
+    after_rerun(page, select, timeout_ms)
+
+
+def full_page_screenshot(page, name: str, width: int, height: int) -> Path:
+    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it, then go back.
+    Only the height changes, so the charts keep their width and are not redrawn."""
+    tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": min(tall + 50, 12_000)})
+    path = screenshot(page, name)
+    page.set_viewport_size({"width": width, "height": height})
+    return path
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:

@@ -29,7 +29,7 @@ def cpu_only(monkeypatch):
     monkeypatch.setattr(device, "accelerators", lambda: [])
 
 
-# ---------------------------------------------------------------- browser tests: one server and one Chromium a module
+# ---------------------------------------------------------------- browser tests: servers, Chromium and tabs
 
 @pytest.fixture(scope="module")
 def server_env() -> dict:
@@ -37,9 +37,24 @@ def server_env() -> dict:
     return {}
 
 
+@pytest.fixture(scope="session")
+def shared_app_url():
+    """One `streamlit run app.py` in the default environment for every module that keeps server_env empty (one per
+    pytest-xdist worker): its caches warm once, not once a module."""
+    from browser_support import app_server, require_chromium
+
+    require_chromium()
+    with app_server(timeout=180) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
-def app_url(server_env):
-    """The URL of one `streamlit run app.py` shared by the browser tests of a module."""
+def app_url(request, server_env):
+    """The URL of the app server of the module's browser tests: the shared one, or a server of the module's own
+    when it overrides server_env."""
+    if not server_env:
+        yield request.getfixturevalue("shared_app_url")
+        return
     from browser_support import app_server, require_chromium
 
     require_chromium()
@@ -59,11 +74,15 @@ def browser():
 
 @pytest.fixture
 def open_page(browser):
-    """open_page(width, height) gives a tab in a context of its own (no cookies or storage from another test)."""
+    """open_page(width, height) gives a tab in a context of its own (no cookies or storage from another test) that
+    counts the script runs it sees (browser_support.after_rerun waits on that count)."""
+    from browser_support import COUNT_RUNS
+
     contexts = []
 
     def open_page(width: int = 1400, height: int = 1000, **options):
         context = browser.new_context(viewport={"width": width, "height": height}, **options)
+        context.add_init_script(COUNT_RUNS)
         contexts.append(context)
         return context.new_page()
 

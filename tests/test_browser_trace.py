@@ -3,86 +3,77 @@ buttons move through the pass, every tab draws; screenshots go to artifacts/trac
 import re
 
 import pytest
-from browser_support import ARTIFACTS, app_server, browser_page, require_chromium, wait_for_app
+from browser_support import ARTIFACTS, after_rerun, full_page_screenshot, open_tab, wait_until_drawn
 
 WIDTH, HEIGHT = 1440, 900
+LANGUAGES = {
+    "en": {"next": "Next ▶", "tabs": ["Logit lens", "Attribution", "Ablation", "Activation patching"],
+           "sweep": "Rank every head: switch each off on its own", "pair": "Prompt pair",
+           "key_pair": "a name with a broken key"},
+    "zh": {"next": "下一步 ▶", "tabs": ["logit 透镜", "归因", "消融", "激活修补"],
+           "sweep": "给所有头排名：每次只关掉一个", "pair": "提示对", "key_pair": "键被破坏的名字"},
+}
 
 
-def settle(page) -> None:
-    page.wait_for_timeout(600)
-    wait_for_app(page, 120_000)
-    page.wait_for_timeout(600)
+def open_trace(open_page, app_url: str, lang: str):
+    page = open_page(WIDTH, HEIGHT)
+    page.goto(f"{app_url}/trace?lang={lang}", timeout=120_000)
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the text strip and the pass diagram
+    wait_until_drawn(page)
+    assert_no_exception(page)
+    return page
+
+
+def assert_no_exception(page) -> None:
     assert page.locator("[data-testid='stException']").count() == 0
-
-
-def shot(page, name: str) -> None:
-    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it, then go back."""
-    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": WIDTH, "height": min(height + 50, 8_000)})
-    page.wait_for_timeout(1200)  # Plotly redraws at the new size
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
-    page.wait_for_timeout(600)
 
 
 def stage_heading(page) -> str:
     return page.locator("h3").filter(has_text=re.compile(r"^\d+/\d+ · ")).first.inner_text()
 
 
-@pytest.fixture(scope="module")
-def server_url():
-    require_chromium()
-    with app_server(timeout=120) as url:
-        yield url
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_click_picks_the_position_and_the_step_buttons_walk_the_pass(app_url, open_page, lang):
+    page = open_trace(open_page, app_url, lang)
+    assert stage_heading(page).startswith("1/")
+
+    # a click on a character of the strip traces the prediction made there
+    point = page.locator(".js-plotly-plot").first.locator("path.point").nth(12).bounding_box()
+    after_rerun(page, lambda: page.mouse.click(point["x"] + point["width"] / 2, point["y"] + point["height"] / 2))
+    assert page.get_by_test_id("stSliderThumbValue").nth(1).inner_text().startswith("12 ")  # (after temperature)
+
+    for stage in range(2, 8):  # to layer 0's attention weights
+        after_rerun(page, page.get_by_role("button", name=LANGUAGES[lang]["next"]).click)
+        assert stage_heading(page).startswith(f"{stage}/")
+    assert_no_exception(page)
+    full_page_screenshot(page, f"trace-{lang}-pattern", WIDTH, HEIGHT)
 
 
-@pytest.mark.parametrize("lang, next_label, tabs, sweep, pair_label, key_pair", [
-    ("en", "Next ▶", ["Logit lens", "Attribution", "Ablation", "Activation patching"],
-     "Rank every head: switch each off on its own", "Prompt pair", "a name with a broken key"),
-    ("zh", "下一步 ▶", ["logit 透镜", "归因", "消融", "激活修补"], "给所有头排名：每次只关掉一个", "提示对",
-     "键被破坏的名字"),
-])
-def test_trace_page_in_chromium(server_url, lang, next_label, tabs, sweep, pair_label, key_pair):
-    with browser_page(WIDTH, HEIGHT) as page:
-        page.goto(f"{server_url}/trace?lang={lang}", timeout=120_000)
-        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=120_000)  # the text strip and the pass diagram
-        settle(page)
-        assert stage_heading(page).startswith("1/")
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_tab_draws_and_the_key_pair_names_its_path(app_url, open_page, lang):
+    from playwright.sync_api import expect  # (after the fixtures' require_chromium: playwright may be absent)
 
-        # a click on a character of the strip traces the prediction made there
-        strip = page.locator(".js-plotly-plot").first
-        point = strip.locator("path.point").nth(12).bounding_box()
-        page.mouse.click(point["x"] + point["width"] / 2, point["y"] + point["height"] / 2)
-        settle(page)
-        assert page.get_by_test_id("stSliderThumbValue").nth(1).inner_text().startswith("12 ")  # (after temperature)
+    words = LANGUAGES[lang]
+    page = open_trace(open_page, app_url, lang)
+    for tab, name in zip(words["tabs"], ("lens", "attribution", "ablation", "patching")):
+        open_tab(page, tab)
+        if name == "ablation":
+            after_rerun(page, page.get_by_role("button", name=words["sweep"]).click)
+        # the strip at the top and the tab's figures (the tabs are lazy: only the open one draws); attribution
+        # has its bars, direct beside total and one head by source; patching its head grid and the side grid
+        figures = {"attribution": 4, "patching": 3}.get(name, 2)
+        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures}",
+                               timeout=60_000)
+        assert_no_exception(page)
+        full_page_screenshot(page, f"trace-{lang}-{name}", WIDTH, HEIGHT)
 
-        for _ in range(6):  # to layer 0's attention weights
-            page.get_by_role("button", name=next_label).click()
-            settle(page)
-        assert stage_heading(page).startswith("7/")
-        shot(page, f"trace-{lang}-pattern")
-        for tab, name in zip(tabs, ("lens", "attribution", "ablation", "patching")):
-            page.get_by_role("tab", name=tab).click()
-            settle(page)
-            if name == "ablation":
-                page.get_by_role("button", name=sweep).click()
-                settle(page)
-            # the strip at the top and the tab's figures (the tabs are lazy: only the open one draws); attribution
-            # has its bars, direct beside total and one head by source; patching its head grid and the side grid
-            figures = {"attribution": 4, "patching": 3}.get(name, 2)
-            page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures}",
-                                   timeout=120_000)
-            shot(page, f"trace-{lang}-{name}")
-        from playwright.sync_api import expect  # (after require_chromium: playwright may be absent)
-
-        pair = page.get_by_role("combobox", name=pair_label, exact=True)
-        pair.click()
-        page.keyboard.type(key_pair)  # the pair whose answer comes back through the induction head's keys alone
-        page.keyboard.press("Enter")
-        settle(page)
-        expect(pair).to_have_value(key_pair)
-        # the side grid's caption names the path: the previous-token head into the induction head's keys
-        expect(page.get_by_text(re.compile("L1H1 → L3H3")).first).to_be_visible(timeout=60_000)
-        shot(page, f"trace-{lang}-patching-key")
+    pair = page.get_by_role("combobox", name=words["pair"], exact=True)
+    pair.click()
+    page.keyboard.type(words["key_pair"])  # the pair whose answer comes back through the induction head's keys alone
+    after_rerun(page, lambda: page.keyboard.press("Enter"))
+    expect(pair).to_have_value(words["key_pair"])
+    # the side grid's caption names the path: the previous-token head into the induction head's keys
+    expect(page.get_by_text(re.compile("L1H1 → L3H3")).first).to_be_visible(timeout=60_000)
+    assert_no_exception(page)
+    full_page_screenshot(page, f"trace-{lang}-patching-key", WIDTH, HEIGHT)
     assert (ARTIFACTS / f"trace-{lang}-patching.png").stat().st_size > 20_000

@@ -189,8 +189,8 @@ def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, 
     start.click()
     page.get_by_text("lang-run · running").wait_for(timeout=60_000)
     page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
-    expect(start).to_be_disabled()
-    expect(page.get_by_text("one run trains at a time")).to_have_count(1)
+    expect(start).to_be_enabled()  # a Start now waits its turn in the queue, and the page says so
+    expect(page.get_by_text("is training now: a run you start waits its turn, at place 1")).to_have_count(1)
     time.sleep(1)
     top_screenshot(page, "training-running-en")
     before = progress_step(page, r"step ([\d,]+) of 10,000")
@@ -201,7 +201,8 @@ def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, 
     wait_for_app(page)
     assert "lang=zh" in page.url
     page.get_by_role("button", name=ZH["training.form.start"]).wait_for()
-    expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_disabled()
+    expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_enabled()
+    expect(page.get_by_text("正在训练：现在开始的运行会排队等候，排在队列第 1 位")).to_have_count(1)
     assert {label: field_value(page, label) for label in labels(ZH)} == \
         {label: str(value) for label, value in labels(ZH).items()}
     assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"

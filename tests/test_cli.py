@@ -22,7 +22,8 @@ def trained(tmp_path_factory):
 def test_a_command_line_run_records_its_corpus_so_the_app_can_continue_it(trained, tmp_path):
     from gptcore import runs
 
-    assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0, "drills": 0.0}
+    assert ckpt.read_meta(trained)["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 0, "drills": 0.0,
+                                                        "retellings": 0.0}
     [run] = [r for r in runs.list_runs(root=trained.parent) if r.name == trained.name]
     assert run.blocker("continue") is None and run.source.reloadable
     corpus = tmp_path / "c.txt"
@@ -66,7 +67,8 @@ def test_a_run_continues_on_stories_with_copy_drills(trained, tmp_path, capsys):
     assert "the share of copy drills must be from 0 to 0.9, got 0.95" in capsys.readouterr().err
     assert main([*args, "--builtin-drills", "0.3"]) == 0
     meta = ckpt.read_meta(run)
-    assert meta["step"] == 5 and meta["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 1, "drills": 0.3}
+    assert meta["step"] == 5 and meta["corpus_source"] == {"kind": "builtin", "chars": 20000, "seed": 1, "drills": 0.3,
+                                                         "retellings": 0.0}
     assert meta["corpus"] == "built-in stories with 30% copy drills, 20,000 chars, seed 1"
 
 

@@ -283,9 +283,14 @@ def test_retellings_say_something_again_within_a_context_and_take_their_share():
     for scene in scenes:  # some span of at least 6 characters is said again, within 128 characters
         assert any(scene[i:i + 6] in scene[i + 6:i + 134] for i in range(len(scene) - 11)), repr(scene)
     text = generate_stories(200_000, seed=0, retellings=0.4)
-    plain = set(generate_stories(200_000, seed=0).split(SEPARATOR)[:-1])
-    parts = text.split(SEPARATOR)[:-1]
-    retold = [p for p in parts if p not in plain]
-    assert abs(sum(map(len, retold)) / len(text) - 0.4) < 0.02
+    # the same stories in the same order, half of the scenes woven in between their paragraphs
+    plain = generate_stories(200_000, seed=0).split(SEPARATOR)
+    lines = [line for part in text.split(SEPARATOR)[:-1] for line in part.split("\n")]
+    told = set("\n".join(plain).split("\n"))
+    scenes = [line for line in lines if line not in told]
+    assert abs(sum(len(line) + 1 for line in scenes) / len(text) - 0.4) < 0.02
+    stories = [part.split("\n") for part in text.split(SEPARATOR)[:-1] if set(part.split("\n")) & told]
+    assert sum(bool(set(story) - told) for story in stories) > 10  # stories with scenes inside
+    assert ["\n".join(line for line in story if line in told) for story in stories] == plain[:len(stories)]
     with pytest.raises(InputError, match="share of copy drills must be from 0 to 0.9"):
         generate_stories(1_000, drills=0.5, retellings=0.5)

@@ -41,6 +41,7 @@ def root(tmp_path, monkeypatch):
     job_registry.clear()
     yield tmp_path
     registry = job_registry()
+    registry.waiting.clear()  # (else a stop below would start the next waiting run)
     for name in registry.live():
         job = registry.get(name)
         job.stop()
@@ -170,27 +171,27 @@ def test_absurd_learning_rate_ends_with_the_nan_message_and_a_good_checkpoint(ro
     assert at.dataframe[0].value.loc[0, "status"] == "diverged"
 
 
-def test_start_is_off_while_a_run_trains_and_a_late_click_is_refused():
-    other_tab = page()  # drawn before the run started: its Start still looks enabled
-    other_tab.text_input(key="tr_name").set_value("second").run()
+def test_a_second_start_is_queued_with_its_place_and_starts_when_the_first_ends():
     at = start(page(tr_t_steps=1_000_000), "first")
-    assert not at.error
-    assert at.button(key="tr_start").disabled
-    assert "**first** is running: one run trains at a time" in at.warning[-1].value
-    # a click in the other tab before it redrew: the job registry refuses it and names the run in the way
-    other_tab.button(key="tr_start").click().run()
-    assert texts(other_tab.error) == ["'first' (train) is already running; stop it or wait for it to finish "
-                                      "before starting another job."]
-    assert other_tab.button(key="tr_start").disabled
-    job_registry().get("first").pause()
-    assert "**first** is paused" in other_tab.run().warning[-1].value
-    assert set(job_registry().jobs) == {"first"}
+    wait_for_step("first", 1)
+    other_tab = page()
+    assert "**first** is training now: a run you start waits its turn, at place 1 in the queue." in \
+        texts(other_tab.caption)
+    start(other_tab, "second")
+    assert not other_tab.error and not other_tab.exception
+    [note] = [i for i in texts(other_tab.info) if "waiting to train" in i]
+    assert note.startswith("**second** is waiting to train: place 1 of 1 in the queue. When it should start")
+    assert "##### Waiting to train (1)" in texts(other_tab.markdown)
+    assert any(m.startswith("**1.** **second** · you · starts ") for m in texts(other_tab.markdown))
+    table = other_tab.dataframe[0].value
+    assert list(table.loc[:1, "run"]) == ["first", "second"] and list(table.loc[:1, "status"]) == ["running", "queued"]
+    assert set(job_registry().live()) == {"first"}  # one at a time
+    assert "##### Waiting to train (1)" in texts(at.run().markdown)  # (everyone sees the queue)
     job_registry().get("first").stop()
     finish("first")
-    at.run()
-    assert not at.button(key="tr_start").disabled and not at.error
-    assert not [w for w in texts(at.warning) if "Start is off" in w]  # (the warning left says where it stopped)
-    assert not other_tab.run().error  # the refusal went with the job that caused it
+    finish("second")  # (started by the end of the first)
+    assert job_registry().get("second").state.status == "finished"
+    assert not [m for m in texts(other_tab.run().markdown) if "Waiting to train" in m]
 
 
 def test_the_suggested_name_moves_on_as_soon_as_a_run_starts(root):
@@ -531,7 +532,8 @@ def test_a_run_on_stories_with_copy_drills_records_them(root):
     at = start(at.run(), "drilled")
     finish("drilled")
     meta = ckpt.read_meta(root / "drilled")
-    assert meta["corpus_source"] == {"kind": "builtin", "chars": 20_000, "seed": 0, "drills": 0.3}
+    assert meta["corpus_source"] == {"kind": "builtin", "chars": 20_000, "seed": 0, "drills": 0.3,
+                                   "retellings": 0.0}
     assert meta["corpus"] == "built-in stories with 30% copy drills, 20,000 chars, seed 0"
 
 
@@ -627,7 +629,8 @@ def test_the_page_reads_in_chinese_before_during_and_after_a_run(root):
     assert english_left(at) == []
     assert "#### zh-run · 运行中" in texts(at.markdown)
     table = at.dataframe[0].value
-    assert list(table.columns)[:3] == ["运行", "状态", "进度"] and table.loc[0, "状态"] == "运行中"
+    assert list(table.columns)[:4] == ["运行", "所有者", "状态", "进度"] and table.loc[0, "状态"] == "运行中"
+    assert table.loc[0, "所有者"] == "你"  # (on localhost the one user is the teacher, whose run it is)
     assert table.loc[0, "进度"].startswith("第 ") and table.loc[0, "进度"].endswith(" 步，共 1,000,000 步")
     assert [m.label for m in at.metric][:3] == ["训练损失", "验证集损失（估计）", "词元 / 秒"]
     at.button(key="tr_stop").click().run()
@@ -721,7 +724,7 @@ def test_a_run_in_progress_is_in_the_runs_table_and_the_overlay():
     assert at.multiselect(key="tr_compare").value[0] == "live"
     assert {trace["name"] for trace in chart(at, "tr_compare_chart")} == {"live · train (smoothed)",
                                                                          "live · val (estimate)"}
-    assert at.button(key="tr_start").disabled  # and Start says why (test_start_is_off_while_a_run_trains_…)
+    assert not at.button(key="tr_start").disabled  # a Start now waits its turn (test_a_second_start_is_queued…)
 
 
 def sidebar_lines(name: str) -> list[str]:

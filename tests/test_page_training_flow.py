@@ -27,7 +27,9 @@ def root(tmp_path, monkeypatch):
 
 
 def scripts(at: AppTest) -> list[str]:
-    return [e.proto.body for e in at.get("html") if "<script>" in e.proto.body]
+    """The page's scripts but the one that keeps this browser's learner cookie (explorer.classroom)."""
+    return [e.proto.body for e in at.get("html")
+            if "<script>" in e.proto.body and "document.cookie" not in e.proto.body]
 
 
 def test_start_brings_the_live_panel_into_view_once_and_the_corpus_column_is_wide():

@@ -19,6 +19,7 @@ from gptcore.config import GPTConfig
 from gptcore.corpus import generate_stories
 from gptcore.data import CorpusError
 from gptcore.errors import InputError
+from gptcore.queue import RunQueue
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
 
@@ -37,7 +38,7 @@ def tiny_tc(**changes) -> TrainConfig:
 
 def train(corpus, out_dir, registry=None, **changes):
     """Run a tiny new run to completion in a job; returns the job's final state."""
-    registry = registry or JobRegistry()
+    registry = registry or JobRegistry(waiting=RunQueue(out_dir.parent))
     job = training.start_run(registry, runs.new_run(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
     job.join(60)
     return job.snapshot()
@@ -157,7 +158,7 @@ def test_max_chars_truncates_and_says_so(tmp_path):
 
 def test_a_builtin_source_with_copy_drills_is_recorded_and_loaded_again():
     source = CorpusSource("builtin", chars=30_000, seed=2, drills=0.3)
-    assert source.to_dict() == {"kind": "builtin", "chars": 30_000, "seed": 2, "drills": 0.3}
+    assert source.to_dict() == {"kind": "builtin", "chars": 30_000, "seed": 2, "drills": 0.3, "retellings": 0.0}
     again = CorpusSource.from_dict(source.to_dict())
     corpus = again.load()
     assert again == source and corpus.text == generate_stories(30_000, 2, drills=0.3)
@@ -175,7 +176,7 @@ def test_a_run_writes_a_checkpoint_that_reloads(corpus, tmp_path):
     loaded = ckpt.load_checkpoint(tmp_path / "a")
     assert loaded.meta["step"] == 20 and loaded.meta["status"] == "finished"
     assert loaded.meta["corpus_source"] == SOURCE.to_dict() == {"kind": "builtin", "chars": 20_000, "seed": 0,
-                                                                "drills": 0.0}
+                                                                "drills": 0.0, "retellings": 0.0}
     assert [s["step"] for s in state.data["samples"]] == [0, 10, 20]
     assert state.data["final_val"] == pytest.approx(loaded.meta["final_val_loss"])
 
@@ -224,12 +225,10 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
 
 
 def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
-    registry = JobRegistry()
+    registry = JobRegistry(waiting=RunQueue(tmp_path))
     job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
     try:
         with pytest.raises(JobRefused, match="'long' \\(train\\) is already running"):
-            training.refuse_if_busy(registry)
-        with pytest.raises(JobRefused, match="'long'"):
             training.start_run(registry, runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
         with pytest.raises(ckpt.CheckpointError, match="is training now"):
             runs.delete_run(runs.read_run(tmp_path / "long", registry.live()), tmp_path)
@@ -241,7 +240,7 @@ def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
 
 
 def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
-    registry = JobRegistry()
+    registry = JobRegistry(waiting=RunQueue(tmp_path))
     job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
     job.pause()
     assert job.state.status == "paused"
@@ -257,12 +256,12 @@ def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux-only")
-def test_jobs_run_at_a_lower_cpu_priority_than_the_server():
+def test_jobs_run_at_a_lower_cpu_priority_than_the_server(tmp_path):
     def nice() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
     before, seen = nice(), []
-    job = JobRegistry().start("nice", "test", lambda job: seen.append(nice()))
+    job = JobRegistry(waiting=RunQueue(tmp_path)).start("nice", "test", lambda job: seen.append(nice()))
     job.join(30)
     assert seen == [max(before, JOB_NICENESS)]
     assert nice() == before  # only the job's own thread was lowered
@@ -276,8 +275,8 @@ def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
     one = next(r for r in listed if r.name == "one")
     assert one.best_val == min(one.history["eval_val"]) and one.total_steps == 20
     frame = training.runs_frame(listed)
-    assert list(frame.columns) == ["run", "status", "progress", "best val (estimate)", "final val (whole split)",
-                                   "wall time", "params", "corpus", "saved"]
+    assert list(frame.columns) == ["run", "owner", "status", "progress", "best val (estimate)",
+                                   "final val (whole split)", "wall time", "params", "corpus", "saved"]
     assert set(frame["progress"]) == {"step 20 of 20"} and set(frame["status"]) == {"finished"}
     curves = training.run_curves(listed)
     assert set(curves.groupby(["run", "series"]).size().items()) == {
@@ -359,7 +358,7 @@ def test_a_folder_whose_name_is_not_utf8_is_listed_escaped_and_can_be_renamed_an
     frame = training.runs_frame([run])
     pa.Table.from_pandas(frame)  # what st.dataframe sends to the browser: every text must be UTF-8
     assert frame.loc[0, "run"] == "bad\\xffname"
-    registry = JobRegistry()  # the name its job is listed under is the escaped one, too
+    registry = JobRegistry(waiting=RunQueue(tmp_path))  # the name its job is listed under is the escaped one, too
     job = training.start_run(registry, runs.continued_run(run.path, runs.resume_config(run, 25), corpus, SOURCE))
     job.join(60)
     assert job.snapshot().name == "bad\\xffname" and job.snapshot().status == "finished"
@@ -406,7 +405,7 @@ def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
     import gc
     import weakref
 
-    registry = JobRegistry()
+    registry = JobRegistry(waiting=RunQueue(tmp_path))
     trainer = runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "gone")
     ids = weakref.ref(trainer.train_ids)
     job = training.start_run(registry, trainer)

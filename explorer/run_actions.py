@@ -1,0 +1,195 @@
+"""What the Train page's buttons do: start or continue a run (it waits its turn in the queue when every training
+slot is taken), cancel a waiting run, pause, stop, rename, delete or import one; each only for whoever may
+(explorer.classroom). A refusal is kept in session state as a sentence the page shows beside the button."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from gptcore import archive, folders, runs
+from gptcore import checkpoint as ckpt
+from gptcore.config import GPTConfig, TrainConfig, settings
+from gptcore.errors import Message, UserError, message
+from gptcore.queue import QueuedRun
+from gptcore.sources import CorpusSource
+from gptcore.train import check_fits_in_memory
+
+from . import classroom, forms, training
+from .i18n import label, say, t
+from .jobs import Job, JobRegistry
+from .ui import job_registry
+
+ss = st.session_state
+
+
+def taken_names(registry: JobRegistry) -> list[str]:
+    """Names a new run cannot take though no folder has them yet: the live jobs' and the waiting runs'."""
+    return [*registry.live(), *(run.name for run in training.waiting_runs(registry))]
+
+
+def name_problem(name: str) -> Message | None:
+    """Why a new run cannot be saved under `name`; None when it can."""
+    try:
+        folder = folders.checkpoint_dir(name)
+    except ckpt.CheckpointError as e:
+        return e.message
+    if folder.name in taken_names(job_registry()) or (folder / "model.safetensors").exists():
+        return message("forms.name_taken", "a run named '{name}' already exists: choose another name",
+                       name=folder.name)
+    return None
+
+
+def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str, Message]) -> list[str]:
+    """Every reason Start is off now, in words (a run training is none: Start then puts the run in the queue)."""
+    reasons = []
+    who = classroom.visitor()
+    if not who.teacher and len(waiting := classroom.mine(job_registry(), who)) >= classroom.per_learner():
+        reasons.append(t("training.blockers.waiting", names=", ".join(run.name for _, run in waiting)))
+    if tokenizer is None:
+        reasons.append(t("training.blockers.no_corpus"))
+    if model_problem:
+        reasons.append(t("training.blockers.model", problem=model_problem))
+    if train_invalid:
+        fields = ", ".join(f"**{label(settings(TrainConfig)[name])}**" for name in train_invalid)
+        reasons.append(t("training.blockers.training", fields=fields))
+    if problem := name_problem(ss.tr_name):
+        reasons.append(say(message("forms.name_problem", "Run name: {problem}.", problem=problem)))
+    return reasons
+
+
+def queue(registry: JobRegistry, run: QueuedRun, upload) -> None:
+    """Start the run, or put it in the queue; the page then shows the live panel, or the run's place."""
+    ss.tr_show_live = registry.enqueue(run, classroom.per_learner(), upload.getvalue() if upload else None) is None
+
+
+# ---------------------------------------------------------------- new run
+
+def start_new_run() -> None:
+    registry, who = job_registry(), classroom.visitor()
+    ss.tr_feedback = None
+    forms.repair_choices()
+    try:
+        name = runs.new_run_dir(ss.tr_name).name
+        source = forms.current_source()
+        _, tokenizer = forms.corpus_for(source)
+        cfg, tc = forms.model_config(forms.vocab_size(tokenizer)), forms.train_config()
+        check_fits_in_memory(cfg, tc.batch_size)
+        run = QueuedRun(name=name, action="new", model=cfg.to_dict(), train=tc.to_dict(), source=source.to_dict(),
+                        work=training.work(cfg.n_params, tc, cfg.context, tc.steps + 1), owner=who.owner,
+                        queued_by=who.owner)
+        queue(registry, run, ss.get("tr_upload") if source.kind == "upload" else None)
+        ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=taken_names(registry))
+    except UserError as e:
+        ss.tr_feedback = (e.message, forms.corpus_context())
+
+
+def feedback() -> Message | None:
+    """The last Start's error, while the corpus it was about is still the one chosen."""
+    said, context = ss.get("tr_feedback") or (None, None)
+    return said if said is not None and context == forms.corpus_context() else None
+
+
+# ---------------------------------------------------------------- saved runs
+
+def fresh(run: runs.RunInfo) -> runs.RunInfo:
+    """The run as it is now (a job may have started or ended since the page drew its buttons)."""
+    return runs.read_run(run.path, live=job_registry().live(training.JOB_KIND))
+
+
+def run_action(action):
+    """A runs-tab callback whose user error is kept with the run it is about (see run_feedback)."""
+    def callback(run: runs.RunInfo) -> None:
+        ss.tr_runs_feedback = None
+        try:
+            action(run)
+        except UserError as e:
+            ss.tr_runs_feedback = (e.message, run.name)
+    return callback
+
+
+def run_feedback(run: runs.RunInfo) -> Message | None:
+    """The last action's error, only while the run it was about is the one shown."""
+    said, name = ss.get("tr_runs_feedback") or (None, None)
+    return said if name == run.name else None
+
+
+@run_action
+def continue_run(run: runs.RunInfo) -> None:
+    registry, who = job_registry(), classroom.visitor()
+    run = fresh(run)
+    classroom.refuse(run, "continue", who, registry)
+    tc = runs.resume_config(run, ss[f"tr_until_{run.name}"])
+    source, upload = run.source, None
+    if source is None or not source.reloadable:
+        upload, max_chars = ss.get("tr_cont_upload"), ss.tr_cont_max_chars or None
+        source = CorpusSource("upload", name=upload.name, max_chars=max_chars) if upload else \
+            CorpusSource("file", path=ss.tr_cont_path.strip(), max_chars=max_chars)
+    forms.corpus_for(source, upload_key="tr_cont_upload")  # (readable now; read again when its turn comes)
+    cfg = GPTConfig.from_dict(json.loads(ckpt.weights_metadata(run.path / "model.safetensors")["config"]))
+    queue(registry, QueuedRun(name=run.name, action="continue", train=tc.to_dict(), source=source.to_dict(),
+                              work=training.work(cfg.n_params, tc, cfg.context, tc.steps - run.step),
+                              owner=training.owner_of(run), queued_by=who.owner), upload)
+
+
+@run_action
+def rename_run(run: runs.RunInfo) -> None:
+    registry, run = job_registry(), fresh(run)
+    classroom.refuse(run, "rename", classroom.visitor(), registry)
+    ss.tr_manage = training.rename_run(run, ss[f"tr_new_name_{run.name}"], registry).name
+
+
+@run_action
+def delete_run(run: runs.RunInfo) -> None:
+    ss.tr_delete_sure = False
+    run = fresh(run)
+    classroom.refuse(run, "delete", classroom.visitor(), job_registry())
+    runs.delete_run(run)
+    ss.pop("tr_manage", None)
+
+
+# ---------------------------------------------------------------- the live run and the waiting ones
+
+def control(job: Job, action: str) -> None:
+    """Pause, resume or stop a training job, if this visitor may change its run (a page drawn before the run
+    changed hands may still show the button)."""
+    ss.tr_live_feedback = None
+    if reason := classroom.refusal(job.snapshot().data.get("owner"), classroom.visitor()):
+        ss.tr_live_feedback = (reason, job.state.name)
+        return
+    getattr(job, action)()
+
+
+# ---------------------------------------------------------------- import
+
+def checkpoint_upload() -> None:
+    """Upload a checkpoint zip (a teacher's trained model, say) to keep it as a run."""
+    st.markdown(t("training.upload.heading"))
+    st.caption(t("training.upload.intro"))
+    zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
+    zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
+    name_col.text_input(t("training.upload.name"), key="tr_import_name")
+    st.button(t("training.upload.add"), key="tr_import", on_click=import_checkpoint,
+              disabled=ss.get("tr_import_zip") is None)
+    kind, said = ss.get("tr_import_feedback") or (None, None)
+    if kind == "error":
+        st.error(say(said))
+    elif kind == "success":
+        st.success(t("training.upload.added", name=said))
+
+
+def import_checkpoint() -> None:
+    """Keep an uploaded checkpoint zip as a run of whoever uploaded it (gptcore.archive.import_checkpoint_zip checks
+    it first; the owner its meta.json names, if any, was someone's on the server it came from)."""
+    upload = ss.get("tr_import_zip")
+    ss.tr_import_feedback = None
+    if upload is None:
+        return
+    try:
+        folder = archive.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
+    except ckpt.CheckpointError as e:
+        ss.tr_import_feedback = ("error", e.message)
+        return
+    ckpt.update_meta(folder, owner=classroom.visitor().owner)  # (None: the teacher's)
+    name = folders.shown_name(folder)
+    ss.tr_manage, ss.tr_import_feedback = name, ("success", name)

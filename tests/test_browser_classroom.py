@@ -1,0 +1,93 @@
+"""A class on one server, in Chromium: two learners (two browser contexts, so two cookies); one trains, the
+other's Start waits in the queue and shows its place, in English and in Chinese, and still does after a reload.
+
+The server runs with GPTCORE_CLASSROOM=1, so that each browser on this machine is a learner, as on a LAN, with a
+teacher password and a private checkpoints folder. Screenshots of the queue notice and of the runs table go to
+artifacts/."""
+from urllib.parse import urlencode
+
+import pytest
+from browser_support import after_rerun, screenshot, wait_for_app
+
+from explorer.classroom import CLASSROOM_VARIABLE, PASSWORD_VARIABLE
+from explorer.forms import PREFIX
+from explorer.i18n import catalog
+from gptcore.config import GPTConfig, TrainConfig, settings
+
+# A tiny model on 30,000 built-in characters that trains until it is stopped.
+SIZES = {"d_model": 32, "n_layer": 1, "n_head": 2, "d_ff": 88, "context": 32, "steps": 100_000, "batch_size": 8,
+         "eval_every": 50, "sample_every": 0, "checkpoint_every": 0, "threads": 1}
+PASSWORD = "chalk and cheese"
+PLACE = {"en": "is waiting to train: place 1 of 1 in the queue", "zh": "正在排队等待训练：队列中第 1 位，共 1 个"}
+
+
+@pytest.fixture(scope="module")
+def server_env(tmp_path_factory):
+    return {"GPTCORE_CHECKPOINTS": str(tmp_path_factory.mktemp("classroom-checkpoints")), CLASSROOM_VARIABLE: "1",
+            PASSWORD_VARIABLE: PASSWORD}
+
+
+def form_url(app_url: str, lang: str, name: str) -> str:
+    keys = {name: PREFIX[cls] + name for cls in (GPTConfig, TrainConfig) for name in settings(cls)}
+    query = {"lang": lang, "tr_builtin_chars": 30_000, "tr_name": name, **{keys[k]: v for k, v in SIZES.items()}}
+    return f"{app_url}/training?{urlencode(query)}"
+
+
+def open_form(page, url: str, words: dict):
+    page.goto(url)
+    start = page.get_by_role("button", name=words["training.form.start"])
+    start.wait_for(timeout=180_000)  # (the server's first Train page of a busy machine is slow)
+    wait_for_app(page)
+    return start
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url, open_page, lang):
+    words = catalog(lang)
+    trains, waits = open_page(height=1200), open_page(height=1600)  # two contexts: two learners
+    open_form(trains, form_url(app_url, lang, f"first-{lang}"), words).click()
+    trains.get_by_text(f"first-{lang} · {words['ui.status.running']}").wait_for(timeout=60_000)
+
+    open_form(waits, form_url(app_url, lang, f"second-{lang}"), words).click()
+    notice = waits.get_by_text(PLACE[lang])
+    notice.wait_for(timeout=30_000)
+    cancel = waits.get_by_role("button", name=words["training.queue.cancel"], exact=True)
+    assert cancel.count() == 1 and trains.get_by_role("button", name=words["training.queue.cancel"]).count() == 0
+    assert waits.locator('[data-testid="stException"]').count() == 0
+    notice.scroll_into_view_if_needed()
+    screenshot(waits, f"queue-{lang}-notice")
+
+    waits.reload()  # the same learner after a reload: its run is still its own to cancel
+    waits.get_by_text(PLACE[lang]).wait_for(timeout=60_000)
+    wait_for_app(waits)
+    waits.get_by_role("tab", name=words["training.tab_runs"]).click()
+    table = waits.locator('[data-testid="stDataFrame"]').first
+    table.wait_for(timeout=30_000)
+    table.scroll_into_view_if_needed()
+    waits.wait_for_timeout(500)  # (the table's canvas draws after it appears)
+    screenshot(waits, f"queue-{lang}-table")
+
+    waits.get_by_role("button", name=words["training.queue.cancel"], exact=True).click()
+    waits.get_by_text(PLACE[lang]).wait_for(state="detached", timeout=30_000)
+    trains.get_by_role("button", name=words["training.live.stop"], exact=True).click()
+    trains.get_by_text(f"first-{lang} · {words['ui.status.stopped']}").wait_for(timeout=60_000)
+
+
+def test_the_teacher_stays_signed_in_over_a_reload(app_url, open_page):
+    words = catalog("en")
+    page = open_page()
+    open_form(page, f"{app_url}/training", words)
+    page.get_by_text(words["training.teacher.heading"], exact=True).click()
+    password = page.get_by_label(words["training.teacher.password"])
+    password.fill(PASSWORD)
+    after_rerun(page, lambda: password.press("Enter"))  # (the value reaches the server before the click)
+    page.get_by_role("button", name=words["training.teacher.sign_in"]).click()
+    signed_in = page.get_by_text(words["training.teacher.signed_in"])
+    signed_in.wait_for(timeout=30_000)
+    page.reload()  # (the browser sends the cookies the page wrote: the same learner, still the teacher)
+    page.get_by_role("button", name=words["training.form.start"]).wait_for(timeout=60_000)
+    wait_for_app(page)
+    page.get_by_text(words["training.teacher.heading"], exact=True).click()
+    signed_in.wait_for(timeout=30_000)
+    page.get_by_role("button", name=words["training.teacher.sign_out"]).click()
+    page.get_by_label(words["training.teacher.password"]).wait_for(timeout=30_000)
