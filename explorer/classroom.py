@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -41,6 +42,7 @@ PASSWORD_VARIABLE, SECRET = "GPTCORE_TEACHER_PASSWORD", "teacher_password"
 CLASSROOM_VARIABLE = "GPTCORE_CLASSROOM"  # 1: every browser is a learner, on localhost too
 PER_LEARNER_VARIABLE = "GPTCORE_QUEUE_PER_LEARNER"  # runs a learner may have waiting at once (1 when unset)
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
+FORWARDED = {"x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"}  # what proxies and tunnels add
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{32}$")  # secrets.token_urlsafe(24)
 
 
@@ -65,14 +67,29 @@ def teacher_key(token: str, password: str) -> str:
 
 
 def teacher_password() -> str | None:
-    """The teacher password from the environment, else from .streamlit/secrets.toml; None when neither sets one."""
+    """The teacher password from the environment, else from .streamlit/secrets.toml; None when neither sets one
+    (or the secrets file cannot be read: secrets_problem says why)."""
     if password := os.environ.get(PASSWORD_VARIABLE):
         return password
     try:
         password = st.secrets.get(SECRET)
-    except FileNotFoundError:  # (Streamlit's StreamlitSecretNotFoundError: there is no secrets.toml)
+    except FileNotFoundError:  # (Streamlit's StreamlitSecretNotFoundError: no secrets file, or one it cannot read)
         return None
     return str(password) if password else None
+
+
+def secrets_problem() -> Message | None:
+    """Why the secrets file that exists cannot give the teacher password (a TOML mistake, say); None when it can
+    or when there is none."""
+    if os.environ.get(PASSWORD_VARIABLE):
+        return None
+    try:
+        st.secrets.get(SECRET)
+    except FileNotFoundError as e:
+        if any(Path(path).is_file() for path in st.get_option("secrets.files")):
+            return message("classroom.bad_secrets", "The secrets file cannot be read, so no teacher password is set: "
+                           "{reason}", reason=str(e)[:300])
+    return None
 
 
 def connection(value) -> str:
@@ -89,6 +106,9 @@ def local_only() -> bool:
     """Does only this machine reach the server (its default address), from this machine? Its one user is the
     teacher then. (Streamlit gives no address for a browser on this machine.)"""
     if os.environ.get(CLASSROOM_VARIABLE, "").strip() not in ("", "0"):
+        return False
+    headers = {name.lower() for name in (st.context.headers or {})}
+    if headers & FORWARDED:  # (a proxy or tunnel on this machine: the browser behind it may be anyone's)
         return False
     return str(st.get_option("server.address") or "") in LOOPBACK and not connection(st.context.ip_address)
 
@@ -212,14 +232,14 @@ def cancel_waiting(run_id: str) -> None:
     registry, who = job_registry(), visitor()
     ss.tr_queue_feedback = None
     run = next((r for r in registry.waiting.runs() if r.id == run_id), None)
-    if run is None:
+    if run is not None and not may_cancel(run, who):
+        ss.tr_queue_feedback = message("classroom.not_yours", "'{name}' is another learner's: only they and the "
+                                       "teacher can cancel it.", name=run.name) if run.queued_by else \
+            message("classroom.not_yours_teacher", "'{name}' was queued by the teacher: only the teacher can cancel "
+                    "it.", name=run.name)
+    elif run is None or registry.waiting.cancel(run_id) is None:  # (gone, or started a moment ago)
         ss.tr_queue_feedback = message("classroom.not_waiting", "That run is no longer waiting: it has started, or "
                                        "was cancelled.")
-    elif not may_cancel(run, who):
-        ss.tr_queue_feedback = message("classroom.not_yours", "'{name}' is another learner's: only they and the "
-                                       "teacher can cancel it.", name=run.name)
-    else:
-        registry.waiting.cancel(run_id)
 
 
 def clear_queue() -> None:
@@ -242,6 +262,9 @@ def queue_panel(registry: JobRegistry) -> None:
     who = visitor()
     try:
         waiting = registry.waiting.runs()
+        if waiting and registry.slot_free():  # (the queue was mended, or a start failed: try again now)
+            registry.start_waiting()
+            waiting = registry.waiting.runs()
     except QueueError as e:
         st.error(say(e))
         waiting = None
@@ -271,7 +294,7 @@ def waiting_note(registry: JobRegistry) -> None:
     for place, run in mine(registry, who):
         st.info(t("training.queue.yours", name=run.name, place=place, of=len(waiting)))
     busy = registry.live(training.JOB_KIND)
-    if busy and not mine(registry, who):
+    if busy and not registry.slot_free() and not mine(registry, who):
         st.caption(t("training.queue.would_wait", names=", ".join(busy), place=len(waiting) + 1))
 
 
@@ -287,6 +310,8 @@ def teacher_box() -> None:
             return
         st.caption(t("training.teacher.learner"))
         if password is None:
+            if problem := secrets_problem():
+                st.error(say(problem))
             st.caption(t("training.teacher.no_password", variable=PASSWORD_VARIABLE, secret=SECRET))
             return
         st.text_input(t("training.teacher.password"), type="password", key="tr_teacher_password")

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from gptcore import archive, folders, runs
-from gptcore import checkpoint as ckpt
+from gptcore import folders, runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.corpus import MAX_DRILLS
 from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
@@ -35,9 +34,7 @@ from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
 from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
 
-from . import training
 from .i18n import LANGUAGES, catalog, choice, help_text, label, language, say, t
-from .jobs import JobRefused
 from .ui import job_registry
 
 ss = st.session_state
@@ -366,132 +363,3 @@ def params_note(cfg: GPTConfig, bpe: bool = False) -> list[str]:
         if ss.get("tr_source") != "builtin":  # a copy of TinyStories, maybe: the usual source of a different count
             notes.append(t("training.params.other_copies"))
     return notes
-
-
-def name_problem(name: str) -> Message | None:
-    """Why a new run cannot be saved under `name`; None when it can."""
-    try:
-        folder = folders.checkpoint_dir(name)
-    except ckpt.CheckpointError as e:
-        return e.message
-    if folder.name in job_registry().live() or (folder / "model.safetensors").exists():
-        return message("forms.name_taken", "a run named '{name}' already exists: choose another name",
-                       name=folder.name)
-    return None
-
-
-def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str, Message]) -> list[str]:
-    """Every reason Start is off now, in words."""
-    reasons = []
-    if (job := job_registry().active()) is not None:
-        reasons.append(t("training.blockers.busy", name=job.state.name, status=t(f"ui.status.{job.state.status}")))
-    if tokenizer is None:
-        reasons.append(t("training.blockers.no_corpus"))
-    if model_problem:
-        reasons.append(t("training.blockers.model", problem=model_problem))
-    if train_invalid:
-        fields = ", ".join(f"**{label(settings(TrainConfig)[name])}**" for name in train_invalid)
-        reasons.append(t("training.blockers.training", fields=fields))
-    if problem := name_problem(ss.tr_name):
-        reasons.append(say(message("forms.name_problem", "Run name: {problem}.", problem=problem)))
-    return reasons
-
-
-# ---------------------------------------------------------------- actions (widget callbacks)
-
-def start_new_run() -> None:
-    registry = job_registry()
-    ss.tr_feedback = None
-    repair_choices()
-    try:
-        training.refuse_if_busy(registry)
-        out_dir = runs.new_run_dir(ss.tr_name)
-        source = current_source()
-        corpus, tokenizer = corpus_for(source)
-        trainer = runs.new_run(model_config(tokenizer.vocab_size), train_config(), corpus, source, out_dir)
-        training.start_run(registry, trainer)
-        ss.tr_name = runs.suggest_name(ss.tr_recipe, taken=registry.live())
-        ss.tr_show_live = True
-    except UserError as e:
-        ss.tr_feedback = (e.message, corpus_context(), isinstance(e, JobRefused))
-
-
-def fresh(run: runs.RunInfo) -> runs.RunInfo:
-    """The run as it is now (a job may have started or ended since the page drew its buttons)."""
-    return runs.read_run(run.path, live=job_registry().live(training.JOB_KIND))
-
-
-def run_action(action):
-    """A runs-tab callback whose user error is kept with the run it is about (see run_feedback)."""
-    def callback(run: runs.RunInfo) -> None:
-        ss.tr_runs_feedback = None
-        try:
-            action(run)
-        except UserError as e:
-            ss.tr_runs_feedback = (e.message, run.name)
-    return callback
-
-
-def run_feedback(run: runs.RunInfo) -> Message | None:
-    """The last action's error, only while the run it was about is the one shown."""
-    message, name = ss.get("tr_runs_feedback") or (None, None)
-    return message if name == run.name else None
-
-
-@run_action
-def continue_run(run: runs.RunInfo) -> None:
-    registry = job_registry()
-    training.refuse_if_busy(registry)
-    run = fresh(run)
-    tc = runs.resume_config(run, ss[f"tr_until_{run.name}"])
-    source = run.source
-    if source is None or not source.reloadable:
-        upload, max_chars = ss.get("tr_cont_upload"), ss.tr_cont_max_chars or None
-        source = CorpusSource("upload", name=upload.name, max_chars=max_chars) if upload else \
-            CorpusSource("file", path=ss.tr_cont_path.strip(), max_chars=max_chars)
-    corpus, _ = corpus_for(source, upload_key="tr_cont_upload")
-    training.start_run(registry, runs.continued_run(run.path, tc, corpus, source))
-    ss.tr_show_live = True
-
-
-@run_action
-def rename_run(run: runs.RunInfo) -> None:
-    ss.tr_manage = training.rename_run(fresh(run), ss[f"tr_new_name_{run.name}"], job_registry()).name
-
-
-@run_action
-def delete_run(run: runs.RunInfo) -> None:
-    ss.tr_delete_sure = False
-    runs.delete_run(fresh(run))
-    ss.pop("tr_manage", None)
-
-
-def checkpoint_upload() -> None:
-    """Upload a checkpoint zip (a teacher's trained model, say) to keep it as a run."""
-    st.markdown(t("training.upload.heading"))
-    st.caption(t("training.upload.intro"))
-    zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
-    zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
-    name_col.text_input(t("training.upload.name"), key="tr_import_name")
-    st.button(t("training.upload.add"), key="tr_import", on_click=import_checkpoint,
-              disabled=ss.get("tr_import_zip") is None)
-    kind, said = ss.get("tr_import_feedback") or (None, None)
-    if kind == "error":
-        st.error(say(said))
-    elif kind == "success":
-        st.success(t("training.upload.added", name=said))
-
-
-def import_checkpoint() -> None:
-    """Keep an uploaded checkpoint zip as a run (gptcore.archive.import_checkpoint_zip checks it first)."""
-    upload = ss.get("tr_import_zip")
-    ss.tr_import_feedback = None
-    if upload is None:
-        return
-    try:
-        folder = archive.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
-    except ckpt.CheckpointError as e:
-        ss.tr_import_feedback = ("error", e.message)
-        return
-    name = folders.shown_name(folder)
-    ss.tr_manage, ss.tr_import_feedback = name, ("success", name)

@@ -218,7 +218,11 @@ class JobRegistry:
 
     def enqueue(self, run: QueuedRun, per_learner: int, upload: bytes | None = None) -> int | None:
         """Queue a training run and start what can start now: its place in the queue (1: next), or None when it
-        started at once. QueueError when the learner has as many runs waiting as they may."""
+        started at once. QueueError when the learner has as many runs waiting as they may, or when a run of that
+        name is training now (a page drawn before it started may still offer it)."""
+        if run.name in self.live():
+            raise QueueError("queue.name_training", "'{name}' is training now: a new run needs another name, and "
+                             "this one can be continued once it ends", name=run.name)
         self.waiting.add(run, per_learner, upload)
         self.start_waiting()
         return self.place(run.id)
@@ -229,24 +233,39 @@ class JobRegistry:
         return ids.index(run_id) + 1 if run_id in ids else None
 
     def start_waiting(self) -> list[Job]:
-        """Start the first waiting runs, one for each free slot; the jobs started."""
+        """Start the first waiting runs, one for each free slot; the jobs started. A run whose name is training
+        already (a continue asked for twice, with two slots) waits until that job ends."""
         started = []
         with self._starting:
-            while waiting := self.waiting.runs():
-                from .training import queued_job  # (torch: only once a run is to start)
-
+            while True:
                 with self._lock:
                     if not self._slot_free():
                         break
-                    if (run := self.waiting.remove(waiting[0].id)) is None:
+                    training = {name for name, job in self.jobs.items() if job.state.active}
+                    run = next((r for r in self.waiting.runs() if r.name not in training), None)
+                    if run is None:
+                        break
+                    job = self._job_for(run)
+                    if self.waiting.remove(run.id) is None:
                         continue  # (cancelled a moment ago)
-                    job = Job(run.name, TRAIN, queued_job(run, self.waiting), int(run.train.get("threads") or 0),
-                              on_end=self._after_job)
-                    job.update(data={"owner": run.owner, "queued_by": run.queued_by,
-                                     "planned_steps": int(run.train.get("steps") or 0)})
                     self.jobs[run.name] = job
                 started.append(job.start())
         return started
+
+    def _job_for(self, run: QueuedRun) -> Job:
+        """The job that trains a waiting run (made before the run leaves the queue: a failure here keeps it)."""
+        from .training import queued_job  # (torch: only once a run is to start)
+
+        job = Job(run.name, TRAIN, queued_job(run, self.waiting), int(run.train.get("threads") or 0),
+                  on_end=self._after_job)
+        job.update(data={"owner": run.owner, "queued_by": run.queued_by,
+                         "planned_steps": int(run.train.get("steps") or 0)})
+        return job
+
+    def slot_free(self) -> bool:
+        """May a training run start now?"""
+        with self._lock:
+            return self._slot_free()
 
     def _slot_free(self) -> bool:
         """May a training run start now: no other kind of job active, fewer training runs than slots? (Called with
@@ -256,11 +275,14 @@ class JobRegistry:
 
     def _after_job(self) -> None:
         """A job ended (or the registry was made): start the next waiting runs. A queue file that cannot be read is
-        logged here and said on the Train page, which reads the queue too."""
+        said on the Train page, which reads the queue too, and the page tries again; anything else is a bug, logged
+        with its traceback."""
         try:
             self.start_waiting()
         except QueueError as e:
             log.error("the waiting runs cannot start: %s", e)
+        except Exception:  # (in a job's thread: nothing above it would report it)
+            log.exception("the waiting runs could not start")
 
     def rename(self, old: str, new: str, **data) -> None:
         """Follow a renamed run: the job of `old` (if any) is listed and shown as `new`, with data updated."""
@@ -280,6 +302,11 @@ class JobRegistry:
         with self._lock:
             return {n: j.state.status for n, j in self.jobs.items()
                     if j.state.active and (kind is None or j.state.kind == kind)}
+
+    def all(self, kind: str | None = None) -> list[Job]:
+        """Every job this server has run (of one kind), active or ended."""
+        with self._lock:
+            return [j for j in self.jobs.values() if kind is None or j.state.kind == kind]
 
     def latest(self, kind: str | None = None) -> Job | None:
         with self._lock:

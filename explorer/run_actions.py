@@ -11,7 +11,7 @@ from gptcore import archive, folders, runs
 from gptcore import checkpoint as ckpt
 from gptcore.config import GPTConfig, TrainConfig, settings
 from gptcore.errors import Message, UserError, message
-from gptcore.queue import QueuedRun
+from gptcore.queue import QueuedRun, QueueError
 from gptcore.sources import CorpusSource
 from gptcore.train import check_fits_in_memory
 
@@ -40,12 +40,21 @@ def name_problem(name: str) -> Message | None:
     return None
 
 
+def run_name_problem(name: str) -> Message | None:
+    """name_problem, as a sentence about the run name."""
+    problem = name_problem(name)
+    return None if problem is None else message("forms.name_problem", "Run name: {problem}.", problem=problem)
+
+
 def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str, Message]) -> list[str]:
     """Every reason Start is off now, in words (a run training is none: Start then puts the run in the queue)."""
     reasons = []
     who = classroom.visitor()
-    if not who.teacher and len(waiting := classroom.mine(job_registry(), who)) >= classroom.per_learner():
-        reasons.append(t("training.blockers.waiting", names=", ".join(run.name for _, run in waiting)))
+    try:
+        if not who.teacher and len(waiting := classroom.mine(job_registry(), who)) >= classroom.per_learner():
+            reasons.append(t("training.blockers.waiting", names=", ".join(run.name for _, run in waiting)))
+    except QueueError as e:  # (the server's setting of runs per learner is not a number)
+        reasons.append(say(e.message))
     if tokenizer is None:
         reasons.append(t("training.blockers.no_corpus"))
     if model_problem:
@@ -53,8 +62,8 @@ def start_blockers(tokenizer, model_problem: str | None, train_invalid: dict[str
     if train_invalid:
         fields = ", ".join(f"**{label(settings(TrainConfig)[name])}**" for name in train_invalid)
         reasons.append(t("training.blockers.training", fields=fields))
-    if problem := name_problem(ss.tr_name):
-        reasons.append(say(message("forms.name_problem", "Run name: {problem}.", problem=problem)))
+    if problem := run_name_problem(ss.tr_name):
+        reasons.append(say(problem))
     return reasons
 
 
@@ -71,6 +80,8 @@ def start_new_run() -> None:
     forms.repair_choices()
     try:
         name = runs.new_run_dir(ss.tr_name).name
+        if problem := run_name_problem(name):  # (a page drawn before another run took the name)
+            raise QueueError.of(problem)
         source = forms.current_source()
         _, tokenizer = forms.corpus_for(source)
         cfg, tc = forms.model_config(forms.vocab_size(tokenizer)), forms.train_config()
@@ -186,6 +197,8 @@ def import_checkpoint() -> None:
     if upload is None:
         return
     try:
+        if (wanted := ss.get("tr_import_name", "").strip()) in taken_names(job_registry()):
+            raise ckpt.CheckpointError.of(run_name_problem(wanted))
         folder = archive.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
     except ckpt.CheckpointError as e:
         ss.tr_import_feedback = ("error", e.message)

@@ -183,9 +183,8 @@ def waiting_times(registry: JobRegistry, waiting: list[QueuedRun]) -> list[tuple
     """(seconds until it starts, seconds it trains) of each waiting run, None where not known: each starts when
     the first slot frees (an active run's ETA, then the expected durations of the waiting runs before it)."""
     rate = training_rate(registry)
-    free = sorted(job.snapshot().data.get("eta_s") for name in registry.live(JOB_KIND)
-                  if (job := registry.get(name)))
-    free = [math.inf if eta is None else eta for eta in free][:registry.slots]
+    etas = [job.snapshot().data.get("eta_s") for name in registry.live(JOB_KIND) if (job := registry.get(name))]
+    free = sorted(math.inf if eta is None else eta for eta in etas)[:registry.slots]  # (a run just started: none)
     free += [0.0] * (registry.slots - len(free))
     found = []
     for run in waiting:
@@ -215,11 +214,12 @@ def pending_row(name: str, status: str, owner: str | None, total_steps: int, sin
 
 
 def shown_job(registry: JobRegistry, owner: str | None) -> Job | None:
-    """The training job the live panel follows: the visitor's own active run, else the latest active one, else the
-    latest to have run."""
+    """The training job the live panel follows: the visitor's own active run, else their latest (so a run of
+    theirs that failed when its turn came says why), else the latest active one, else the latest to have run."""
     live = [job for name in registry.live(JOB_KIND) if (job := registry.get(name)) is not None]
-    own = [job for job in live if job.state.data.get("owner") == owner]
-    return max(own or live, key=lambda job: job.state.started, default=None) or registry.latest(JOB_KIND)
+    own = [job for job in registry.all(JOB_KIND) if job.state.data.get("owner") == owner]
+    own_live = [job for job in own if job in live]
+    return max(own_live or own or live, key=lambda job: job.state.started, default=None) or registry.latest(JOB_KIND)
 
 
 def owner_of(run: runs.RunInfo) -> str | None:
@@ -230,7 +230,11 @@ def owner_of(run: runs.RunInfo) -> str | None:
 
 
 def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
-    """Rename a run and tell the registry, so the sidebar and the live panel follow it."""
+    """Rename a run and tell the registry, so the sidebar and the live panel follow it. A name a run waiting to
+    train will take is refused, like a folder's."""
+    if new_name.strip() in {waiting.name for waiting in waiting_runs(registry)}:
+        raise folders.CheckpointError("runs.name_waiting", "a run named '{name}' is waiting to train: choose another "
+                                      "name", name=new_name.strip())
     target = runs.rename_run(run, new_name)
     registry.rename(run.name, target.name, run=target.name, out_dir=str(target))
     return target

@@ -207,8 +207,22 @@ def show_bug(error: Exception) -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def job_registry():
-    """The one JobRegistry of this server process, shared by every tab and page."""
+def _job_registry():
     from .jobs import JobRegistry
 
     return JobRegistry()
+
+
+def job_registry():
+    """The one JobRegistry of this server process, shared by every tab and page. A server setting it cannot use
+    (GPTCORE_TRAINING_SLOTS that is no number) is said on the page, which stops there."""
+    from gptcore.errors import UserError
+
+    try:
+        return _job_registry()
+    except UserError as e:
+        st.error(say(e))
+        st.stop()
+
+
+job_registry.clear = _job_registry.clear  # (a new registry: the tests start each from a clean server)

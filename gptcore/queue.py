@@ -99,14 +99,17 @@ class RunQueue:
 
     def _write(self, runs: list[QueuedRun]) -> None:
         path = self.path
-        path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with open(temporary, "w", encoding="utf-8") as f:
                 json.dump([asdict(run) for run in runs], f, indent=1)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(temporary, path)
+        except OSError as e:  # (a full disk, a folder made read-only: the queue as it was stays)
+            raise QueueError("queue.unwritable", "The queue of waiting runs, {path}, cannot be written ({reason}): "
+                             "it is left as it was.", path=path, reason=e.strerror or str(e)) from None
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -125,8 +128,14 @@ class RunQueue:
                                  limit=per_learner, names=", ".join(theirs))
             if upload is not None:
                 folder = self.root / UPLOADS
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / run.id).write_bytes(upload)
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    (folder / run.id).write_bytes(upload)
+                except OSError as e:
+                    (folder / run.id).unlink(missing_ok=True)
+                    raise QueueError("queue.upload_unwritable", "The uploaded corpus cannot be kept until the run "
+                                     "starts ({reason}): free some disk space and start it again.",
+                                     reason=e.strerror or str(e)) from None
                 run = QueuedRun(**{**asdict(run), "upload": True})
             self._write([*waiting, run])
             return len(waiting) + 1
@@ -150,22 +159,29 @@ class RunQueue:
     def clear(self) -> list[QueuedRun]:
         """Cancel every waiting run (the teacher's button), and mend a file that cannot be read; the runs
         cancelled (none known from a damaged file, whose uploads all go)."""
-        with _lock:
+        with _lock:  # (held throughout: a run added meanwhile keeps its upload)
             try:
                 waiting = self.runs()
             except QueueError:
                 waiting = None
             self._write([])
-        if waiting is None:
-            for upload in (self.root / UPLOADS).glob("*"):
-                upload.unlink()
-            return []
-        for run in waiting:
-            self.drop_upload(run)
-        return waiting
+            if waiting is None:
+                for upload in (self.root / UPLOADS).glob("*"):
+                    upload.unlink()
+                return []
+            for run in waiting:
+                self.drop_upload(run)
+            return waiting
 
     def upload_of(self, run: QueuedRun) -> bytes | None:
-        return (self.root / UPLOADS / run.id).read_bytes() if run.upload else None
+        """The uploaded corpus a waiting run trains on (None: its corpus is not an upload)."""
+        if not run.upload:
+            return None
+        try:
+            return (self.root / UPLOADS / run.id).read_bytes()
+        except FileNotFoundError:
+            raise QueueError("queue.upload_gone", "the uploaded corpus of '{name}' is gone from {folder}: upload it "
+                             "again and start the run anew", name=run.name, folder=self.root / UPLOADS) from None
 
     def drop_upload(self, run: QueuedRun) -> None:
         if run.upload:

@@ -141,6 +141,35 @@ def test_two_slots_train_two_runs_at_once(root):
         stop_all(registry)
 
 
+def test_a_name_that_is_training_is_neither_queued_again_nor_taken_by_a_second_slot(root):
+    """A Start from a page drawn before the first run took the name, and a Continue asked for twice: with two
+    slots, the second waits until the first ends rather than replacing its job (which nobody could stop then)."""
+    registry = JobRegistry(slots=2)
+    try:
+        registry.enqueue(queued("same", steps=1_000_000, by="a"), per_learner=1)
+        with pytest.raises(QueueError, match="'same' is training now"):
+            registry.enqueue(queued("same", by="b"), per_learner=1)
+        first = registry.get("same")
+        registry.waiting.add(queued("same", by="a"), per_learner=1)  # (as if it had slipped in)
+        assert registry.start_waiting() == [] and registry.get("same") is first
+        # a second slot is free, yet the run waits; the just-started run has no ETA yet, and nothing breaks on that
+        assert [starts for starts, _ in training.waiting_times(registry, registry.waiting.runs())] in ([None], [0.0])
+        first.stop()
+        wait_until(lambda: registry.get("same") is not first)
+        assert registry.waiting.runs() == []
+    finally:
+        stop_all(registry)
+
+
+def test_a_run_that_cannot_be_built_stays_in_the_queue(root, monkeypatch):
+    registry = JobRegistry(slots=1)
+    registry.waiting.add(queued("kept", by="a"), per_learner=1)
+    monkeypatch.setattr(training, "queued_job", lambda run, waiting: 1 / 0)  # (a bug, not the learner's mistake)
+    with pytest.raises(ZeroDivisionError):
+        registry.start_waiting()
+    assert [run.name for run in registry.waiting.runs()] == ["kept"]
+
+
 def test_a_restarted_server_starts_the_waiting_runs(root):
     RunQueue().add(queued("waited", by="a"), per_learner=1)  # left by the server before the restart
     registry = JobRegistry(slots=1)  # made by the first page anyone opens
