@@ -40,7 +40,7 @@ from .ui import job_registry
 ss = st.session_state
 PREFIX = {GPTConfig: "tr_m_", TrainConfig: "tr_t_"}
 CORPUS_DEFAULTS = {"tr_source": "builtin", "tr_builtin_chars": 1_000_000, "tr_builtin_seed": 0,
-                   "tr_builtin_drills": 0.0, "tr_path": "", "tr_max_chars": 1_000_000}
+                   "tr_builtin_drills": 0.0, "tr_builtin_retellings": 0.0, "tr_path": "", "tr_max_chars": 1_000_000}
 DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
 KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
@@ -224,7 +224,8 @@ def current_source() -> CorpusSource:
     kind, max_chars = ss.tr_source, ss.tr_max_chars or None
     upload = ss.get("tr_upload")
     return CorpusSource(kind, chars=ss.tr_builtin_chars, seed=ss.tr_builtin_seed,
-                        drills=ss.tr_builtin_drills if kind == "builtin" else 0.0, path=ss.tr_path.strip(),
+                        drills=ss.tr_builtin_drills if kind == "builtin" else 0.0,
+                        retellings=ss.tr_builtin_retellings if kind == "builtin" else 0.0, path=ss.tr_path.strip(),
                         name=upload.name if upload else "", max_chars=None if kind == "builtin" else max_chars)
 
 
@@ -295,8 +296,12 @@ def corpus_inputs():
         a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
                        key="tr_builtin_chars", **KEEP)
         b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
-        st.slider(t("training.corpus.drills"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_drills"], step=0.05,
-                  format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
+        drills, retold = st.columns(2)
+        drills.slider(t("training.corpus.drills"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_drills"],
+                      step=0.05, format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
+        retold.slider(t("training.corpus.retellings"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_retellings"],
+                      step=0.05, format="%.2f", help=t("training.corpus.retellings_help"), key="tr_builtin_retellings",
+                      **KEEP)
     elif kind == "upload":
         st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":

@@ -59,8 +59,8 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
                    help=f"share of the built-in corpus given to copy drills, lines of random characters said again "
                         f"(0 to {MAX_DRILLS}; default 0)")
     p.add_argument("--builtin-retellings", type=float, default=0.0,
-                   help="share of the built-in corpus given to retellings, scenes in which something is said again "
-                        f"word for word (0 to {MAX_DRILLS} with the drills; default 0)")
+                   help="share of the built-in corpus given to spans of ordinary text said again right after, put "
+                        f"inside the stories (0 to {MAX_DRILLS} with the drills; default 0)")
 
 
 def flag_options(s: Setting) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .corpus import SEPARATOR, generate_stories
+from .corpus import SEPARATOR, generate_stories, widespread
 from .errors import InputError
 from .model import GPT
 from .tokenizer import Tokenizer
@@ -192,7 +192,7 @@ def _story_words(stories: str, n: int = 400) -> list[str]:
     """The stories' n most widespread lower-case words: those in the most stories, so no story's invented name or
     magic word is among them."""
     spread = Counter(w for story in stories.split(SEPARATOR) for w in set(re.findall(r"\b[a-z]{2,}\b", story)))
-    return [w for w, _ in spread.most_common(n)]
+    return widespread(spread, n)
 
 
 @cache

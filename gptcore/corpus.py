@@ -24,7 +24,9 @@ import random
 import re
 import string
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from .errors import InputError, Message, message
@@ -719,84 +721,69 @@ def copy_drill(rng: random.Random) -> str:
     return rng.choice(("", " ", "\n")).join([line] * rng.choice((2, 2, 3)))  # twice in 2 drills of 3
 
 
-_RETOLD = _WORDS["retellings"]
-_R_NAMES, _R_ANIMALS, _R_ADJS = (_RETOLD[k].split() for k in ("names", "animals", "adjectives"))
-_R_THINGS, _R_FOODS, _R_WORDS = (_RETOLD[k].split() for k in ("things", "foods", "words"))
-_R_PLACES, _R_VERBS = (_RETOLD[k].replace("\n", "|").strip("|").split("|") for k in ("places", "verbs"))
-_R_ADULTS, _R_SONGS = _RETOLD["adults"], _RETOLD["songs"]
+RETOLD_WORDS = 600  # the retold word sequences draw from the stories' most widespread words
+RETOLD_SENTENCE = (15, 60)  # characters in a retold sentence, at least and at most
+FEW_LETTERS = (3, 8)  # distinct letters in a few-letter line
+MAX_RETOLD = 8  # spans said again in one story, at most
 
 
-def _random_sentence(rng: random.Random) -> str:
-    """A plain sentence whose every word is drawn at random: grammar predicts its shape, only a copy its words."""
-    return _cap(f"the {rng.choice(_R_ADJS)} {rng.choice(_R_ANIMALS)} {rng.choice(_R_VERBS)} {rng.choice(_R_PLACES)}"
-                f" with {_a(rng.choice(_R_ADJS))} {rng.choice(_R_THINGS)}.")
+@cache
+def _retold_material(seed: int) -> tuple[list[str], list[str]]:
+    """(words, sentences) to say again: the most widespread words of other stories (those of seed + 100), and
+    their sentences of one line."""
+    stories = generate_stories(300_000, seed=seed + 100).split(SEPARATOR)
+    spread = Counter(w for story in stories for w in set(re.findall(r"\b[a-z]{2,}\b", story)))
+    sentences = [s.strip() for story in stories for line in story.split("\n")
+                 for s in re.split(r"(?<=[.!?])\s+", line)]
+    lo, hi = RETOLD_SENTENCE
+    return widespread(spread, RETOLD_WORDS), [s for s in sentences if lo <= len(s) <= hi]
 
 
-def _things(rng: random.Random, n: int) -> str:
-    items = [_a(f"{rng.choice(_R_ADJS)} {thing}") for thing in rng.sample(_R_THINGS, n)]
-    return ", ".join(items[:-1]) + " and " + items[-1]
+def widespread(spread: Counter, n: int) -> list[str]:
+    """The n words of the largest counts, ties in alphabetical order (a Counter filled from sets would break them
+    by the sets' order, which changes with Python's string hashing from one process to the next)."""
+    return [w for w, _ in sorted(spread.items(), key=lambda item: (-item[1], item[0]))[:n]]
 
 
-def _random_words(rng: random.Random) -> str:
-    return " ".join(rng.choice(_R_WORDS) for _ in range(rng.randint(3, 10)))
+def _few_letters(rng: random.Random) -> str:
+    """A line of a handful of letters (and maybe spaces): each letter comes back often, so copying it needs the
+    characters before the last one too, as copying words does."""
+    letters = rng.sample(string.ascii_lowercase, rng.randint(*FEW_LETTERS)) + [" "] * rng.randint(0, 2)
+    return "".join(rng.choices(letters, k=rng.randint(16, 50))).strip() or "ab"
 
 
-def _repeated_thing(rng: random.Random) -> str:
-    """Something to say twice: a random sentence (capitalised or as typed), a list of things, words in random
-    order, a song line, a code."""
-    kind = rng.randrange(6)
-    if kind == 0:
-        return _random_sentence(rng)
-    if kind == 1:
-        return _cap(_things(rng, rng.randint(2, 4))) + "."
-    if kind == 2:
-        return _random_words(rng)
-    if kind == 3:
-        return rng.choice(_R_SONGS) + "."
-    if kind == 4:
-        return _random_sentence(rng).lower().rstrip(".")
-    return "".join(rng.choices(_CODE_CHARS, k=rng.randint(6, 24)))
+def retelling(rng: random.Random, words: list[str], sentences: list[str]) -> str:
+    """A span of text said again right after itself, with no cue: common words in a random order, a sentence of
+    another story, a line of a few letters, or a code. Only the first saying predicts the second, so copying
+    pays on ordinary words and sentences, not only on strings of noise."""
+    kind = rng.random()
+    if kind < 0.4:
+        span = _few_letters(rng)
+    elif kind < 0.67:
+        span = " ".join(rng.choice(words) for _ in range(rng.randint(3, 8)))
+        span = span.capitalize() if rng.random() < 0.5 else span
+    elif kind < 0.94:
+        span = rng.choice(sentences)
+    else:
+        span = "".join(rng.choices(_CODE_CHARS, k=rng.randint(6, 30)))
+    return rng.choice((" ", " ", " ", ". ", "\n", ", ")).join([span, span])
 
 
-def retelling(rng: random.Random) -> str:
-    """A short scene in which something is said again, word for word, within a few dozen characters: said back,
-    passed on as a message, packed and unpacked, sung as a refrain, played as a word game, or just written twice,
-    with a cue (quotes, "said it back") or with none, so that copying pays wherever a repeat appears. Each scene
-    fits a 128-character context with its repeat."""
-    a, b = rng.sample(_R_NAMES, 2)
-    frame = rng.randrange(10)
-    if frame == 5:  # a new name, used again
-        name, food = _invent_name(_Builder(rng), rng.choice(("she", "he"))), rng.choice(_R_FOODS)
-        return f"{a} met a new friend called {name}. {name} liked {food}, and {a} liked {name}."
-    if frame == 6:  # a list recalled
-        items, place = _things(rng, rng.randint(2, 4)), rng.choice(_R_PLACES)
-        return f"{a} packed {items}. At {place}, {a} took out {items}."
-    if frame == 7:  # a word game: words in random order, said back with no quotes
-        words = _random_words(rng)
-        return f"{a} said {words}. Then {b} said {words}."
-    line = _repeated_thing(rng)
-    if frame == 0:
-        return f'{_cap(rng.choice(_R_ADULTS))} said, "{line}" {a} said it back: "{line}"'
-    if frame == 1:
-        x, y = rng.sample(_R_ANIMALS, 2)
-        return f'The {x} told the {y}, "{line}" The {y} ran to {b} and said, "{line}"'
-    if frame == 2:  # written twice, on two lines
-        return f"{line}\n{line}"
-    if frame == 3:  # written twice in a row
-        return f"{line} {line}"
-    if frame == 8:  # a refrain around a line of the story
-        return f"{line} {a} smiled. {line}"
-    if frame == 9:
-        return f"{line}. {line}."
-    return f"{a} sang, {line} {b} sang, {line}"
-
-
-def _weave(story: str, scenes: list[str], rng: random.Random) -> str:
-    """The story with each scene put in as a paragraph of its own, between two of its paragraphs."""
-    paras = story.split("\n")
-    for scene in scenes:
-        paras.insert(rng.randint(1, len(paras)), scene)
-    return "\n".join(paras)
+def _retell_in(story: str, rng: random.Random, words: list[str], sentences: list[str], budget: int) -> tuple[str, int]:
+    """The story with spans said again put in, until their characters reach budget (MAX_RETOLD at most): each at
+    the end of a paragraph or as a paragraph of its own. Returns the story and the characters put in."""
+    paras, added = story.split("\n"), 0
+    for _ in range(MAX_RETOLD):
+        if added >= budget:
+            break
+        span = retelling(rng, words, sentences)
+        at = rng.randrange(len(paras))
+        if rng.random() < 0.5:
+            paras[at] += " " + span
+        else:
+            paras.insert(at + 1, span)
+        added += len(span) + 1
+    return "\n".join(paras), added
 
 
 def check_drills(drills: float) -> None:
@@ -807,13 +794,13 @@ def check_drills(drills: float) -> None:
 
 def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0, retellings: float = 0.0) -> str:
     """Return exactly n_chars characters (truncate the last story) of stories,
-    deterministic for (n_chars, seed, drills); the prefix for a smaller n_chars with the
-    same seed and drills must equal the prefix of a larger one.
+    deterministic for (n_chars, seed, drills, retellings); the prefix for a smaller n_chars with the
+    same seed and shares must equal the prefix of a larger one.
 
     drills: the share of the characters given to copy drills, placed between the stories. The drills draw from
     their own generator, so the stories are the same ones, in the same order, whatever the share.
-    retellings: the same for retellings (`retelling`), a share of the characters at most MAX_DRILLS together
-    with the drills."""
+    retellings: the share given to spans said again (`retelling`), put inside the stories; at most MAX_DRILLS
+    together with the drills."""
     if n_chars < 0:
         raise ValueError("n_chars must be >= 0")
     check_drills(drills)
@@ -821,32 +808,29 @@ def generate_stories(n_chars: int, seed: int = 0, drills: float = 0.0, retelling
     check_drills(drills + retellings)
     rng, drill_rng = random.Random(seed), random.Random(f"copy drills {seed}")
     retell_rng = random.Random(f"retellings {seed}")
+    words, sentences = _retold_material(seed) if retellings else ([], [])
     parts, total, drilled, retold = [], -len(SEPARATOR), 0, 0
-    to_weave: list[str] = []  # scenes that go inside the next story
     while total < n_chars:
         if drilled < drills * max(total, 0):
             parts.append(copy_drill(drill_rng))
             drilled += len(parts[-1])
-        elif retold < retellings * max(total, 0):
-            scenes = [retelling(retell_rng) for _ in range(retell_rng.randint(3, 6))]
-            retold += sum(len(scene) + 1 for scene in scenes)
-            # half of them inside the next story, so that a repeat is copied wherever it appears, not in scenes
-            # alone; so many waiting (a large share) go out on their own
-            if retell_rng.random() < 0.5 and len(to_weave) < 12:
-                to_weave += scenes
-                continue
-            parts.append("\n".join(scenes))
         else:
-            parts.append(_weave(generate_story(rng).text, to_weave, retell_rng))
-            to_weave = []
+            story = generate_story(rng).text
+            if retellings:
+                # enough spans that the share is met once this story is in (a large share: MAX_RETOLD a story)
+                budget = (retellings * (total + len(SEPARATOR) + len(story)) - retold) / (1 - retellings)
+                story, added = _retell_in(story, retell_rng, words, sentences, int(budget))
+                retold += added
+            parts.append(story)
         total += len(SEPARATOR) + len(parts[-1])
     return SEPARATOR.join(parts)[:n_chars]
 
 
 def builtin_description(n_chars: int, seed: int, drills: float = 0.0, retellings: float = 0.0) -> Message:
     if retellings:
-        return message("corpus.builtin_retellings", "built-in stories with {share:.0%} retellings and {drills:.0%} "
-                       "copy drills, {n:,} chars, seed {seed}", share=retellings, drills=drills, n=n_chars, seed=seed)
+        return message("corpus.builtin_retellings", "built-in stories with {share:.0%} of their text said again and "
+                       "{drills:.0%} copy drills, {n:,} chars, seed {seed}", share=retellings, drills=drills, n=n_chars,
+                       seed=seed)
     if drills:
         return message("corpus.builtin_drills", "built-in stories with {share:.0%} copy drills, {n:,} chars, seed "
                        "{seed}", share=drills, n=n_chars, seed=seed)

@@ -24,8 +24,9 @@ from .errors import InputError
 from .model import GPT, check_sampling
 from .tokenizer import Tokenizer, visible
 
-DEFAULT_TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
-                "One day, Lily found a red ball in the park.")
+# An ordinary sentence said twice, as a learner might type it: at its second saying, copying is what predicts
+DEFAULT_TEXT = "My cat likes warm milk and soft socks. My cat likes warm milk and soft socks."
+REPEAT_MIN = 8  # characters a span shares with an earlier one to count as said again
 
 CLEAR_SCORE = 0.3  # a head score below this is not called a role: uniform attention over 100 keys gives 0.01
 
@@ -84,13 +85,20 @@ def token_labels(pieces) -> list[str]:
 
 
 def repeat_position(pieces) -> int | None:
-    """Where a capitalised word (a name, say) first comes back: the position of the token holding its first
-    letter (a text's characters, or an Inspection's pieces), or None."""
+    """Where copying shows (a text's characters, or an Inspection's pieces): the position of the token holding the
+    first space of a span said again (its last REPEAT_MIN characters came earlier), whose next character begins a
+    word only the earlier saying predicts; else where a capitalised word (a name, say) first comes back; else None."""
     text, starts = "".join(pieces), np.cumsum([0] + [len(p) for p in pieces])
+    def token_at(char: int) -> int:
+        return int(np.searchsorted(starts, char, side="right")) - 1
+
+    for end in range(REPEAT_MIN, len(text)):
+        if text[end - 1] == " " and text[end - REPEAT_MIN:end] in text[:end - 1]:
+            return token_at(end - 1)
     seen = set()
     for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
         if match.group() in seen:
-            return int(np.searchsorted(starts, match.start(), side="right")) - 1
+            return token_at(match.start())
         seen.add(match.group())
     return None
 

@@ -41,7 +41,7 @@ class CorpusSource:
     chars: int = 1_000_000
     seed: int = 0
     drills: float = 0.0  # share of copy drills in the built-in corpus
-    retellings: float = 0.0  # share of retellings (scenes that say something again) in the built-in corpus
+    retellings: float = 0.0  # share of spans said again (corpus.retelling) in the built-in corpus
     path: str = ""
     name: str = ""
     max_chars: int | None = None

@@ -51,6 +51,8 @@ show_facts(opened)
 
 text = st.text_area(t("inspector.text"), ins.DEFAULT_TEXT, height=100, key="inspect-text", persist_state=views.KEEP,
                     help=t("inspector.text_help"))
+if text == ins.DEFAULT_TEXT:
+    st.caption(t("inspector.default_text"))
 try:
     run = views.inspected(opened.key, text)
 except UserError as e:

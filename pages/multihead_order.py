@@ -13,7 +13,7 @@ from gptcore.model import Attention
 
 T, D = 5, 8  # the tutorial's sequence length and width
 COST_WIDTH = COST_T = 128  # the tutorial's d_model, and a 128-character forward pass for the FLOP count
-TRAINED_TEXT = "Lily saw a red ball. Lily took the red ball home."
+TRAINED_TEXT = "My cat likes warm milk. My cat likes warm milk."
 INSPECT_TEXT = "inspect-text"  # the Inspect page's text widget
 PAGE = "multihead_order"
 

@@ -22,6 +22,8 @@ left, middle, right = st.columns([6, 1.3, 1.3])
 text = left.text_area(t("trace.text"), ins.DEFAULT_TEXT, height=100, key="trace-text", help=t("trace.text_help"))
 temperature = middle.slider(t("trace.temperature"), 0.0, 2.0, 1.0, 0.05, key="trace-temperature",
                             help=t("trace.temperature_help"))
+if text == ins.DEFAULT_TEXT:
+    left.caption(t("trace.default_text"))
 top_k = right.number_input(t("trace.top_k"), 0, cfg.vocab_size, 0, key="trace-top-k", help=t("trace.top_k_help"))
 ids, unknown, truncated = ins.prepare_ids(tokenizer, text, cfg.context)
 if warning := unknown_warning(unknown):
@@ -36,7 +38,7 @@ T = len(ids)
 labels = [tokenizer.display(i) for i in ids]
 
 if not 0 <= st.session_state.get("trace-position", -1) < T:
-    again = ins.repeat_position(tokenizer.pieces(ids))  # where a name comes back is where copying shows
+    again = ins.repeat_position(tokenizer.pieces(ids))  # where the text is said again, copying shows
     st.session_state["trace-position"] = T - 1 if again is None else again
 st.caption(t("trace.pick_position"))
 show_chart(figs.text_strip(labels, st.session_state["trace-position"]), key="trace-strip",

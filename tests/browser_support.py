@@ -109,22 +109,30 @@ def after_rerun(page, action, timeout_ms: int = 120_000) -> None:
 
 
 def open_tab(page, name: str, timeout_ms: int = 120_000) -> None:
-    """Open a lazy tab and wait for the run that draws it. A click that lands while the page is still laying out
-    can be lost (the tab stays unselected, nothing runs), so it is given again until the tab is selected."""
+    """Open a lazy tab and wait until it is drawn. A click that lands while the page is still laying out can be
+    lost (the tab stays unselected), so it is given again until the tab is selected; the run that draws the tab
+    is waited for, though on a busy machine its end can come before the count is read, so a tab selected and a
+    page drawn is enough after a few seconds."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     tab = page.get_by_role("tab", name=name)
-
-    def select() -> None:
-        for _ in range(5):
-            tab.click()
-            try:
-                page.wait_for_function("t => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
-                                       timeout=5_000)
-                return
-            except Exception:  # noqa: BLE001 (playwright's TimeoutError: click again)
-                continue
+    wait_until_drawn(page, timeout_ms)
+    before = page.evaluate("window.scriptRunsFinished")
+    for _ in range(5):
+        tab.click()
+        try:
+            page.wait_for_function("t => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
+                                   timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            continue
+    else:
         raise AssertionError(f"the tab {name!r} could not be selected")
-
-    after_rerun(page, select, timeout_ms)
+    try:
+        page.wait_for_function(f"() => window.scriptRunsFinished > {before}", timeout=10_000)
+    except PlaywrightTimeout:
+        pass
+    wait_until_drawn(page, timeout_ms)
 
 
 def full_page_screenshot(page, name: str, width: int, height: int) -> Path:

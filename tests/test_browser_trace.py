@@ -73,7 +73,7 @@ def test_every_tab_draws_and_the_key_pair_names_its_path(app_url, open_page, lan
     after_rerun(page, lambda: page.keyboard.press("Enter"))
     expect(pair).to_have_value(words["key_pair"])
     # the side grid's caption names the path: the previous-token head into the induction head's keys
-    expect(page.get_by_text(re.compile("L1H1 → L3H3")).first).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile("L2H0 → L3H2")).first).to_be_visible(timeout=60_000)
     assert_no_exception(page)
     full_page_screenshot(page, f"trace-{lang}-patching-key", WIDTH, HEIGHT)
     assert (ARTIFACTS / f"trace-{lang}-patching.png").stat().st_size > 20_000

@@ -202,7 +202,7 @@ def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, 
     assert "lang=zh" in page.url
     page.get_by_role("button", name=ZH["training.form.start"]).wait_for()
     expect(page.get_by_role("button", name=ZH["training.form.start"])).to_be_enabled()
-    expect(page.get_by_text("正在训练：现在开始的运行会排队等候，排在队列第 1 位")).to_have_count(1)
+    expect(page.get_by_text("正在训练：你现在开始的运行要排队等候，排在队列第 1 位")).to_have_count(1)
     assert {label: field_value(page, label) for label in labels(ZH)} == \
         {label: str(value) for label, value in labels(ZH).items()}
     assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"

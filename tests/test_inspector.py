@@ -15,7 +15,9 @@ from gptcore.data import CharTokenizer
 from gptcore.model import apply_rope
 from gptcore.train import build_model
 
-CHARS = sorted(set(ins.DEFAULT_TEXT + "\n"))
+STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. One day, Lily found a "
+         "red ball in the park.")
+CHARS = sorted(set(STORY + ins.DEFAULT_TEXT + "\n"))
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +150,14 @@ def test_token_labels_make_whitespace_visible():
     assert ins.token_labels("a b\nc\t") == ["a", "␣", "b", "⏎", "c", "⇥"]
 
 
-def test_repeat_position_finds_the_name_coming_back():
-    assert ins.repeat_position(ins.DEFAULT_TEXT) == ins.DEFAULT_TEXT.rindex("Lily")
+def test_repeat_position_finds_where_the_text_is_said_again():
+    # a sentence said twice: the space before the first word whose start only the earlier saying predicts
+    position = ins.repeat_position(ins.DEFAULT_TEXT)
+    second = ins.DEFAULT_TEXT.index("My", 1)
+    assert second < position and ins.DEFAULT_TEXT[position] == " "
+    assert ins.DEFAULT_TEXT[position - ins.REPEAT_MIN + 1:position + 1] in ins.DEFAULT_TEXT[:second]
+    assert ins.repeat_position(["The ", "little ", "dog. ", "The ", "little ", "dog."]) == 4  # a token's pieces
+    assert ins.repeat_position(STORY) == STORY.rindex("Lily")  # no span said again: a name that comes back
     assert ins.repeat_position("Tom saw a dog. The dog ran.") is None
 
 

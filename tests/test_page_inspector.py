@@ -85,7 +85,7 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
     assert shown.shape == (cfg.n_layer, cfg.n_head, T, T) and shown.dtype == np.uint8  # whole percent: small
     np.testing.assert_array_equal(shown, np.rint(direct * 100))
     assert np.all(np.triu(shown, k=1) == 0)  # no query sees a later character
-    # the enlarged head at full precision: the copying head, at the position where the hero's name comes back
+    # the enlarged head at full precision: the copying head, in the second saying of the sentence
     layer, head = default_head(shipped)
     assert (at.segmented_control(key="inspect-layer").value, at.segmented_control(key="inspect-head").value) == \
         (layer, head)
@@ -93,7 +93,7 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
     np.testing.assert_allclose(enlarged, direct[layer, head], atol=1e-6)
     np.testing.assert_allclose(enlarged.sum(-1), 1.0, atol=1e-5)  # every query's weights sum to 1
     again = ins.repeat_position(shipped.tokenizer.pieces(shipped.tokenizer.encode(ins.DEFAULT_TEXT)))
-    assert ins.DEFAULT_TEXT[again:again + 4] == "Lily" and at.select_slider(key=f"inspect-query-{T}").value == again
+    assert ins.DEFAULT_TEXT[again] == " " and at.select_slider(key=f"inspect-query-{T}").value == again
     box = chart(at, "inspect-head-figure")["layout"]["shapes"][0]  # the query's row is boxed
     assert (box["y0"], box["y1"]) == (again - 0.5, again + 0.5)
     captions = " ".join(c.value for c in at.caption)

@@ -181,10 +181,10 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
     rerun(at)
     residual = np.array(chart(at, "trace-patch-residual-figure")[0]["z"], dtype=float)
     np.testing.assert_allclose(residual, interp.patch_residual(model, setup).numpy(), atol=1e-5)
-    assert at.selectbox(key="trace-receiver").value == "L3H3"  # the password's copying head
+    assert at.selectbox(key="trace-receiver").value == "L3H2"  # the password's copying head
     sides = np.array(chart(at, "trace-patch-sides")[0]["z"], dtype=float)
     senders = [None] + circuits.senders_before(model, 3)
-    np.testing.assert_allclose(sides, circuits.patch_sides(model, setup, "L3H3", senders).to_numpy(), atol=1e-5)
+    np.testing.assert_allclose(sides, circuits.patch_sides(model, setup, "L3H2", senders).to_numpy(), atol=1e-5)
 
     at.text_area(key="trace-corrupted-password").set_value(pair.corrupted + "!")
     rerun(at)
@@ -227,7 +227,7 @@ def tiny_checkpoint(root: Path, name: str, **changes) -> Path:
 
     torch.manual_seed(0)
     pairs = "".join(pair.clean + pair.corrupted for pair in interp.PATCHING_PAIRS)  # the Patching tab's prompts
-    tokenizer = CharTokenizer.from_text(ins.DEFAULT_TEXT + pairs)
+    tokenizer = CharTokenizer.from_text(ins.DEFAULT_TEXT + pairs + "Lily had a ball. Lucy")
     cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=16, n_layer=2, n_head=2, d_ff=24, context=256, **changes)
     model = GPT(cfg)
     with torch.no_grad():  # weights far larger than at initialisation: every prompt gets its own logits

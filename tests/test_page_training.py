@@ -526,7 +526,7 @@ def test_a_run_trains_with_exactly_what_the_form_shows(root):
     assert ckpt.read_meta(root / "exact")["train_config"]["lr"] == 0.0123
 
 
-def test_a_run_on_stories_with_copy_drills_records_them(root):
+def test_a_run_on_stories_with_copy_drills_and_text_said_again_records_them(root):
     at = page()
     at.slider(key="tr_builtin_drills").set_value(0.3)
     at = start(at.run(), "drilled")
@@ -535,6 +535,15 @@ def test_a_run_on_stories_with_copy_drills_records_them(root):
     assert meta["corpus_source"] == {"kind": "builtin", "chars": 20_000, "seed": 0, "drills": 0.3,
                                    "retellings": 0.0}
     assert meta["corpus"] == "built-in stories with 30% copy drills, 20,000 chars, seed 0"
+    at.slider(key="tr_builtin_drills").set_value(0.05)
+    at.slider(key="tr_builtin_retellings").set_value(0.1)
+    at = start(at.run(), "retold")
+    finish("retold")
+    meta = ckpt.read_meta(root / "retold")
+    assert meta["corpus_source"] == {"kind": "builtin", "chars": 20_000, "seed": 0, "drills": 0.05,
+                                   "retellings": 0.1}
+    assert meta["corpus"] == "built-in stories with 10% of their text said again and 5% copy drills, 20,000 chars, " \
+                             "seed 0"
 
 
 def test_a_run_whose_loss_explodes_is_flagged_as_diverging_in_the_app(root):
