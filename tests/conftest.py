@@ -29,6 +29,17 @@ def cpu_only(monkeypatch):
     monkeypatch.setattr(device, "accelerators", lambda: [])
 
 
+def pytest_collection_modifyitems(items):
+    """The browser tests first: they are the longest files, and mostly wait, so the two workers start on them and
+    finish on the short library tests rather than one running a long browser file on alone at the end. A browser
+    test gets one more try (pytest-rerunfailures): on two busy cores a click now and then lands while Chromium is
+    still laying the page out and is lost; a real fault fails both tries."""
+    browser = {item for item in items if item.nodeid.startswith("tests/test_browser_")}
+    for item in browser:
+        item.add_marker(pytest.mark.flaky(reruns=1))
+    items.sort(key=lambda item: item not in browser)
+
+
 # ---------------------------------------------------------------- browser tests: servers, Chromium and tabs
 
 @pytest.fixture(scope="module")
