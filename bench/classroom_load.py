@@ -29,13 +29,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common import ROOT, load_summary
+from .common import app_server as common_app_server
 
 FINISHED = {0: "ok", 3: "fragment"}  # ForwardMsg.ScriptFinishedStatus: a run (or a fragment's run) ran to its end
 CACHE_RUNS = 2  # a large message is kept for this many runs after it was last used (global.maxCachedMessageAge)
@@ -309,38 +309,9 @@ def private_checkpoints():
         yield folder
 
 
-@contextmanager
 def app_server(checkpoints: Path, app: Path = ROOT, flags: tuple[str, ...] = ()):
-    """`streamlit run app.py` of the checkout `app` on a free loopback port (more `flags` for streamlit);
-    yields (url, pid)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false", *flags], cwd=app,
-                            env={**os.environ, "GPTCORE_CHECKPOINTS": str(checkpoints)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.2)
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    """The app of the checkout `app` (more `flags` for streamlit) on the checkpoints folder; yields (url, pid)."""
+    return common_app_server(app, {"GPTCORE_CHECKPOINTS": str(checkpoints)}, flags)
 
 
 @contextmanager

@@ -7,11 +7,17 @@ medians measured in the same run.
 from __future__ import annotations
 
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -71,3 +77,40 @@ def add_model_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=76, help="76 = tinystories-1M.txt's characters")
+
+
+class AppServer(NamedTuple):
+    url: str
+    pid: int
+
+
+@contextmanager
+def app_server(app: Path = ROOT, env: dict | None = None, flags: tuple[str, ...] = (),
+               timeout: float = 120.0) -> Iterator[AppServer]:
+    """`streamlit run app.py` of the checkout `app` on a free loopback port, with `env` added to the environment and
+    more `flags` for streamlit; yields its URL and pid once it answers, and stops it afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false", *flags], cwd=app, env={**os.environ, **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode()[-2000:]}") from None
+                time.sleep(0.2)
+        yield AppServer(url, proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
