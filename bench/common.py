@@ -7,6 +7,7 @@ medians measured in the same run.
 from __future__ import annotations
 
 import os
+import platform
 import socket
 import statistics
 import subprocess
@@ -62,6 +63,15 @@ def thread_summary() -> str:
     worker.join()
     return (f"threads: {torch.get_num_threads()} here, {in_new_thread[0]} in a new thread, {os.cpu_count()} cores; "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
+
+
+def cpu_name() -> str:
+    """The CPU's model name, for a benchmark's header."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def load_summary() -> str:

@@ -53,8 +53,7 @@ def torch_muon(model, tc: TrainConfig) -> MuonWithAdamW:
     muon = torch.optim.Muon([{"params": list(hidden.values()), "lr_scale": tc.muon_lr / tc.lr}], lr=tc.muon_lr,
                             weight_decay=tc.weight_decay, momentum=0.95, nesterov=True, ns_steps=5,
                             adjust_lr_fn="original")
-    adamw = torch.optim.AdamW(adamw_groups([(n, p) for n, p in named if n not in hidden], tc.decay_all,
-                                           tc.weight_decay),
+    adamw = torch.optim.AdamW(adamw_groups([(n, p) for n, p in named if n not in hidden], tc),
                               lr=tc.lr, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay, fused=True)
     return MuonWithAdamW(muon, adamw)
 

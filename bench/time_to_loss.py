@@ -1,6 +1,8 @@
-"""Wall time to the tutorial's final validation loss: the tutorial's own script against gptcore's fast recipe.
+"""Wall time to the tutorial's final validation loss: the tutorial's own script against gptcore's fast and
+speedrun recipes.
 
-    python -m bench.time_to_loss                            tutorial script vs RECIPES["fast"] (~15 min)
+    python -m bench.time_to_loss                            tutorial script vs RECIPES["fast"], RECIPES["speedrun"]
+                                                            (~17 min)
     python -m bench.time_to_loss --with-gptcore-tutorial    + the tutorial recipe on gptcore's code
 
 All runs train in one process, one step of each in turn, so a burst of load elsewhere hits all of them alike.
@@ -15,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -23,6 +25,7 @@ import torch.nn as nn
 
 from gptcore.data import Corpus, get_batch
 from gptcore.events import StepEvent
+from gptcore.ladder import Curve
 from gptcore.recipes import RECIPES, Recipe
 from gptcore.reference import tutorial_step, tutorial_twin
 from gptcore.step import evaluate
@@ -55,20 +58,6 @@ class TakeTurns:
             if self.order:
                 self.turn = i % len(self.order)
             self.cond.notify_all()
-
-
-@dataclass
-class Curve:
-    """Whole-val-split loss of one run at checkpoints, against its training wall time (checkpoint evals
-    excluded; the run's own val estimates and samples included)."""
-    name: str
-    step: list[int] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)
-    val: list[float] = field(default_factory=list)
-
-    def first_at_or_below(self, target: float) -> tuple[int, float] | None:
-        """(step, seconds) of the first checkpoint whose loss is at most target, or None."""
-        return next(((s, t) for s, t, v in zip(self.step, self.seconds, self.val) if v <= target), None)
 
 
 class TurnClock:
@@ -215,13 +204,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipping time-to-loss: {path} is absent (it is benchmark data, not part of the project)")
         return 0
     text = path.read_text(encoding="utf-8")[:1_000_000]
-    runs = {"tutorial": (train_tutorial_script, RECIPES["tutorial"]), "fast": (train_recipe, RECIPES["fast"])}
+    runs = {"tutorial": (train_tutorial_script, RECIPES["tutorial"]), "fast": (train_recipe, RECIPES["fast"]),
+            "speedrun": (train_recipe, RECIPES["speedrun"])}
     if args.with_gptcore_tutorial:
         runs["tutorial-gptcore"] = (train_recipe, RECIPES["tutorial"])
     print(f"{thread_summary()}\n{load_summary()}")
     print(f"Runs on {path.name}, one step each in rotation, whole-val-split loss at ~{args.points} checkpoints:\n"
           "  tutorial          the tutorial's script: its literal model and loop, tutorial recipe\n"
-          "  fast              gptcore's Trainer, RECIPES['fast']" +
+          "  fast              gptcore's Trainer, RECIPES['fast']\n"
+          "  speedrun          gptcore's Trainer, RECIPES['speedrun']" +
           ("\n  tutorial-gptcore  gptcore's Trainer, RECIPES['tutorial']" if args.with_gptcore_tutorial else ""),
           flush=True)
     curves = time_to_loss(text, runs, args.points, print_checkpoint, args.threads)

@@ -154,8 +154,8 @@ def keep_choices_in_url() -> None:
 
 
 def shown(s: Setting, cls) -> bool:
-    """Is the field relevant under the form's other choices (warmup only with the cosine schedule, …)?"""
-    return s.only_with is None or ss.get(PREFIX[cls] + s.only_with[0]) == s.only_with[1]
+    """Is the field relevant under the form's other choices (warmup only with a schedule that ramps up, …)?"""
+    return s.only_with is None or ss.get(PREFIX[cls] + s.only_with[0]) in s.only_with[1]
 
 
 def values(cls) -> dict:

@@ -72,7 +72,8 @@ def release_memory() -> None:
 # What each kind of job is called in a message (the pages name their kinds; an unknown kind is shown as it is).
 KIND_NAMES = {"train": message("jobs.kind_train", "train"), "concept demo": message("jobs.kind_demo", "concept demo"),
               "norm race": message("jobs.kind_norm_race", "norm race"),
-              "norm type race": message("jobs.kind_norm_type_race", "norm type race")}
+              "norm type race": message("jobs.kind_norm_type_race", "norm type race"),
+              "ladder race": message("jobs.kind_ladder_race", "speedrun rung race")}
 
 
 class JobRefused(UserError, RuntimeError):

@@ -7,7 +7,7 @@ SECTIONS = {
     "concepts": [("averaging_to_attention", "functions"), ("sqrt_d_scaling", "straighten"),
                  ("multihead_order", "shuffle"), ("rope", "rotate_right"), ("ffn_swiglu", "call_split"),
                  ("residual_norm", "stacked_line_chart"), ("assembled_gpt", "account_tree"),
-                 ("hyperparameters", "tune"), ("recap", "flag")],
+                 ("hyperparameters", "tune"), ("faster_training", "speed"), ("recap", "flag")],
     "lab": [("training", "model_training"), ("inspector", "biotech"), ("trace", "timeline")],
 }
 DEFAULT_PAGE = "home"

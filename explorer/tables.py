@@ -22,7 +22,7 @@ def column_name(part: str, column: str) -> str:
 def shown_table(frame: pd.DataFrame, part: str, formats: dict | None = None,
                 precision: int | None = None) -> pd.DataFrame | Styler:
     """`frame` translated for display; with `formats` ({column: format} by the library's column names) or a
-    `precision` for every number, a Styler that formats it."""
+    `precision` for every number, a Styler that formats it (an empty cell of a formatted column as a dash)."""
     shown = frame.copy()
     for column in shown.select_dtypes(include="object").columns:
         shown[column] = shown[column].map(lambda v: say(v) if isinstance(v, Message) else v)
@@ -33,5 +33,5 @@ def shown_table(frame: pd.DataFrame, part: str, formats: dict | None = None,
     if precision is not None:  # first: a format without a subset applies to every cell
         style = style.format(precision=precision)
     if formats:
-        style = style.format({column_name(part, c): f for c, f in formats.items()})
+        style = style.format({column_name(part, c): f for c, f in formats.items()}, na_rep="—")
     return style

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from explorer.i18n import t
 from gptcore.interp import Stage, Trace
+from gptcore.model import relu_squared
 
 DIVERGING = "RdBu"  # negative red, positive blue, zero white: the colours of the concept pages
 WEIGHTS = "Blues"
@@ -21,7 +22,7 @@ FONT = dict(size=13)
 MONO = dict(family="monospace", size=13)
 SECTION_COLOURS = {"input": "#72b7b2", "attention": "#4c78a8", "ffn": "#f58518", "output": "#54a24b"}
 CURRENT = "#e45756"
-ACTIVATIONS = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu, "relu2": relu_squared}
 WINDOW = 48  # positions a per-position figure shows at once, so each cell stays wide enough to read
 
 

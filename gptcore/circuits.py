@@ -102,14 +102,13 @@ def source_attribution(model: GPT, cap: Capture, layer: int, head: int, position
 
 @torch.no_grad()
 def _side_inputs(model: GPT, layer: int, head: int, residual: torch.Tensor) -> dict[str, torch.Tensor]:
-    """{side: (B, T, d_head)}: head's q, k and v (k and q before RoPE) computed from residual (B, T, d_model), the
-    way Attention.forward computes them from the block's input."""
+    """{side: (B, T, d_head)}: head's q, k and v (k and q before RoPE, after QK-norm) computed from residual
+    (B, T, d_model) by the block's own projection."""
     block = model.blocks[layer]
     x = residual.to(next(model.parameters()).device)
     x = block.ln1(x) if model.cfg.norm_placement == "pre" else x
-    B, T, C = x.shape
-    qkv = block.attn.qkv(x).view(B, T, 3, model.cfg.n_head, C // model.cfg.n_head)[:, :, :, head].cpu()
-    return dict(zip(SIDES, qkv.unbind(2)))
+    qk, v = block.attn.project(x)
+    return dict(zip(SIDES, torch.cat([qk, v], 2)[:, :, :, head].cpu().unbind(2)))
 
 
 @dataclass(frozen=True)

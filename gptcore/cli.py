@@ -66,7 +66,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
 def flag_options(s: Setting) -> dict:
     """argparse options of a config field's flag; default None, so that only the flags given override the recipe."""
     default = number_text(s.default) if s.kind in (int, float) else str(s.default).lower()
-    when = f"; with --{s.only_with[0].replace('_', '-')} {s.only_with[1]}" if s.only_with else ""
+    when = f"; with --{s.only_with[0].replace('_', '-')} {' or '.join(s.only_with[1])}" if s.only_with else ""
     help_ = f"{s.help} ({s.range_text()}; default {default}{when})".replace("%", "%%")
     if s.kind is bool:
         return dict(action=argparse.BooleanOptionalAction, default=None, help=help_)
@@ -91,15 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, help="checkpoint folder, e.g. checkpoints/ts")
     train.add_argument("--resume", action="store_true",
                        help="continue from the checkpoint in --out until --steps. The schedule is laid over the new "
-                            "last step (a cosine run continued past its planned end gets a higher learning rate "
-                            "again), and the batches are drawn afresh from the seed and the resumed step, so it is "
-                            "not the run an uninterrupted one would have been")
+                            "last step (a cosine or warm-down run continued past its planned end gets a higher "
+                            "learning rate again), and the batches are drawn afresh from the seed and the resumed "
+                            "step, so it is not the run an uninterrupted one would have been")
     train.add_argument("--no-scale", dest="scale_attention", action="store_false", default=None,
                        help="short for --no-scale-attention")
     train.add_argument("--recipe", choices=sorted(RECIPES), default="tutorial",
-                       help="preset the flags below start from (tutorial: the tutorial's script; fast: Muon, "
-                            "batch 16, cosine schedule; bigger: BPE 4,096, 13.8M parameters, for a GPU); a resumed "
-                            "run keeps its own settings")
+                       help="preset the flags below start from (" + "; ".join(
+                           f"{key}: {recipe.name}" for key, recipe in RECIPES.items()) + "); a resumed run keeps "
+                            "its own settings")
     add_setting_flags(train)
     ev = sub.add_parser("eval", help="mean per-token cross-entropy (per character for the char tokenizer) of a "
                                      "checkpoint on a text")

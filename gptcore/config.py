@@ -29,7 +29,8 @@ class Setting:
     high_open: bool = False
     choices: dict[str, str] | None = None  # allowed value → its name for a person
     step: float | None = None  # the widget's −/+ increment
-    only_with: tuple[str, str] | None = None  # (field, value): it matters only then (warmup: cosine schedule)
+    # (field, values): the setting matters only when that field takes one of those values (warmup: a ramping schedule)
+    only_with: tuple[str, tuple[str, ...]] | None = None
     cli: bool = True  # a flag of `python -m gptcore train`
     widget: bool = True  # a widget on the Train page
     option: str = ""  # the flag when it is not --<field-name> (bpe_vocab's is --vocab-size)
@@ -155,11 +156,18 @@ class GPTConfig:
                             "leaves only the causal mask.",
                             choices={"rope": "RoPE", "learned": "learned (GPT-2)", "none": "none"})
     rope_theta: float = setting(10000.0, "RoPE θ", "Base of the rotation frequencies θ_i = θ^(−2i/d_head).",
-                                low=1.0, high=1e9, low_open=True, step=1000.0, only_with=("position", "rope"))
+                                low=1.0, high=1e9, low_open=True, step=1000.0, only_with=("position", ("rope",)))
     scale_attention: bool = setting(True, "Divide q·k by √d_head", "Keeps the attention scores' spread independent "
                                     "of the head width.")
     ffn: str = setting("swiglu", "Feed-forward", "SwiGLU: a gated MLP with three matrices; ReLU and GELU: the "
-                       "classic two-matrix MLP.", choices={"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"})
+                       "classic two-matrix MLP, and ReLU² squares ReLU's output.",
+                       choices={"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU", "relu2": "ReLU²"})
+    qk_norm: bool = setting(False, "QK-norm", "RMS-normalize each head's queries and keys (each with a learned gain) "
+                            "before their dot product, so the attention scores cannot drift large as training goes "
+                            "on; it lets the learning rate go higher.")
+    zero_init: bool = setting(False, "Zero-init output matrices", "Start W_O and the FFN's output matrix at zero: "
+                              "every block begins by adding nothing to the residual stream, and training grows its "
+                              "contribution.")
     causal: bool = setting(True, "Causal mask", "False only to demonstrate what leaks without the mask.",
                            cli=False, widget=False)
 
@@ -175,7 +183,8 @@ class GPTConfig:
         """How many weights GPT(self) has, from the shapes alone (the Assembled GPT page derives it term by term;
         a test checks it against the built model)."""
         d, norm = self.d_model, self.d_model * (1 if self.norm == "rms" else 2)  # LayerNorm adds a bias β
-        block = 4 * d * d + (3 if self.ffn == "swiglu" else 2) * d * self.d_ff + 2 * norm  # attention, FFN, norms
+        qk_gains = 2 * self.d_head if self.qk_norm else 0
+        block = 4 * d * d + (3 if self.ffn == "swiglu" else 2) * d * self.d_ff + 2 * norm + qk_gains
         positions = self.context * d if self.position == "learned" else 0
         final_norm = norm if self.norm_placement == "pre" else 0
         return 2 * self.vocab_size * d + positions + self.n_layer * block + final_norm  # embedding and head
@@ -224,12 +233,16 @@ class TrainConfig:
     eval_batches: int = setting(10, "Batches per evaluation", "Validation batches averaged into each loss estimate "
                                 "(drawn from the training random stream).", low=1, high=10_000, step=1)
     schedule: str = setting("constant", "Learning-rate schedule", "constant: the tutorial's; cosine: a linear warmup, "
-                            "then a cosine decay to the final lr ratio.",
-                            choices={"constant": "constant", "cosine": "cosine"})
-    warmup: int = setting(0, "Warmup steps", "Linear ramp at the start of the cosine schedule.", low=0, high=EVERY,
-                          step=10, only_with=("schedule", "cosine"))
-    min_lr_ratio: float = setting(0.1, "Final lr ratio", "Cosine decays to this fraction of the peak.",
-                                  low=0.0, high=1.0, step=0.05, only_with=("schedule", "cosine"))
+                            "then a cosine decay to the final lr ratio; warm-down: a linear warmup, the peak held, "
+                            "then a straight line down to the final lr ratio over the last part of the run.",
+                            choices={"constant": "constant", "cosine": "cosine", "warmdown": "warm-down"})
+    warmup: int = setting(0, "Warmup steps", "Linear ramp from 0 to the peak at the start of the schedule.", low=0,
+                          high=EVERY, step=10, only_with=("schedule", ("cosine", "warmdown")))
+    min_lr_ratio: float = setting(0.1, "Final lr ratio", "The schedule ends at this fraction of the peak.",
+                                  low=0.0, high=1.0, step=0.05, only_with=("schedule", ("cosine", "warmdown")))
+    warmdown: float = setting(0.5, "Warm-down share", "The last part of the run, as a share of its steps, over which "
+                              "the warm-down schedule lowers the lr.", low=0.0, high=1.0, low_open=True, step=0.05,
+                              only_with=("schedule", ("warmdown",)))
     weight_decay: float = setting(0.01, "Weight decay", "Decoupled decay, p ← p·(1 − lr·wd); 0.01 is torch's AdamW "
                                   "default, which the tutorial uses. Under Muon it also shrinks the blocks' matrices, "
                                   "at Muon's larger lr.", low=0.0, high=10.0, step=0.01)
@@ -243,7 +256,10 @@ class TrainConfig:
                              choices={"adamw": "AdamW", "muon": "Muon"})
     muon_lr: float = setting(0.02, "Muon lr", "Peak learning rate of the blocks' weight matrices under Muon; the "
                              "schedule scales it like AdamW's.", low=0.0, high=10.0, step=0.005,
-                             only_with=("optimizer", "muon"))
+                             only_with=("optimizer", ("muon",)))
+    embed_lr: float = setting(0.0, "Embedding lr", "Peak AdamW learning rate of the token embedding (and its "
+                              "position table); 0 = the learning rate. Each row moves only when its token is in the "
+                              "batch, so it can take a much larger step.", low=0.0, high=10.0, step=0.01)
     grad_clip: float = setting(0.0, "Gradient clip", "Clip the global gradient norm to this; 0 = off.",
                                low=0.0, high=1e6, step=0.5)
     sample_every: int = setting(0, "Sample every", "0 = only at the end. Samples never change the run.",
@@ -275,7 +291,7 @@ class TrainConfig:
                              "becomes one token.", choices={"char": "characters", "bpe": "byte-level BPE"})
     bpe_vocab: int = setting(4096, "BPE vocabulary", "Tokens the BPE learns: the 256 bytes, <|endoftext|>, then the "
                              "most frequent merges up to this many.", low=257, high=100_000, step=256,
-                             only_with=("tokenizer", "bpe"), option="--vocab-size")
+                             only_with=("tokenizer", ("bpe",)), option="--vocab-size")
 
     def __post_init__(self):
         self.validate()

@@ -12,24 +12,36 @@ def describe_model(cfg: GPTConfig) -> Message:
     position = {"rope": message("describe.rope", "RoPE θ={theta:g}", theta=cfg.rope_theta),
                 "learned": message("describe.learned_positions", "learned positions"),
                 "none": message("describe.no_positions", "no positions")}[cfg.position]
-    ffn = {"swiglu": "SwiGLU", "relu": "ReLU MLP", "gelu": "GELU MLP"}[cfg.ffn]
+    ffn = {"swiglu": "SwiGLU", "relu": "ReLU MLP", "gelu": "GELU MLP", "relu2": "ReLU² MLP"}[cfg.ffn]
     layers = message("describe.one_layer", "1 layer") if cfg.n_layer == 1 else \
         message("describe.layers", "{n} layers", n=cfg.n_layer)
     heads = message("describe.one_head", "1 head of {d_head}", d_head=cfg.d_head) if cfg.n_head == 1 else \
         message("describe.heads", "{n} heads of {d_head}", n=cfg.n_head, d_head=cfg.d_head)
     attention = message("describe.scaled", "scaled attention") if cfg.scale_attention else \
         message("describe.unscaled", "unscaled attention")
-    return message("describe.model", "d_model {d_model} · {layers} · {heads} · {ffn} d_ff {d_ff} · context {context} "
-                   "· vocab {vocab} · {placement}-{norm} · {position} · {attention}", d_model=cfg.d_model,
-                   layers=layers, heads=heads, ffn=ffn, d_ff=cfg.d_ff, context=cfg.context, vocab=cfg.vocab_size,
-                   placement=cfg.norm_placement, norm=norm, position=position, attention=attention)
+    if cfg.qk_norm:
+        attention = message("describe.qk_norm", "{attention} with QK-norm", attention=attention)
+    model = message("describe.model", "d_model {d_model} · {layers} · {heads} · {ffn} d_ff {d_ff} · context {context} "
+                    "· vocab {vocab} · {placement}-{norm} · {position} · {attention}", d_model=cfg.d_model,
+                    layers=layers, heads=heads, ffn=ffn, d_ff=cfg.d_ff, context=cfg.context, vocab=cfg.vocab_size,
+                    placement=cfg.norm_placement, norm=norm, position=position, attention=attention)
+    return message("describe.zero_init", "{model} · output matrices from zero", model=model) if cfg.zero_init \
+        else model
 
 
 def describe_training(tc: TrainConfig) -> Message:
-    schedule = message("describe.constant", "constant") if tc.schedule == "constant" else \
-        message("describe.cosine", "cosine to {ratio:g}×, warmup {warmup}", ratio=tc.min_lr_ratio, warmup=tc.warmup)
+    if tc.schedule == "cosine":
+        schedule = message("describe.cosine", "cosine to {ratio:g}×, warmup {warmup}", ratio=tc.min_lr_ratio,
+                           warmup=tc.warmup)
+    elif tc.schedule == "warmdown":
+        schedule = message("describe.warmdown", "warmup {warmup}, warm-down over the last {share:.0%} to {ratio:g}×",
+                           warmup=tc.warmup, share=tc.warmdown, ratio=tc.min_lr_ratio)
+    else:
+        schedule = message("describe.constant", "constant")
     clip = message("describe.clip", " · clip {clip:g}", clip=tc.grad_clip) if tc.grad_clip else ""
     optimizer = f"AdamW lr {tc.lr:g}" if tc.optimizer == "adamw" else f"Muon lr {tc.muon_lr:g} + AdamW lr {tc.lr:g}"
+    if tc.embed_lr:
+        optimizer += f", embedding lr {tc.embed_lr:g}"
     return message("describe.training", "steps 0–{steps:,} · batch {batch} · {optimizer} ({schedule}) · weight decay "
                    "{weight_decay:g}{clip} · eval every {eval_every} · seed {seed}", steps=tc.steps,
                    batch=tc.batch_size, optimizer=optimizer, schedule=schedule, weight_decay=tc.weight_decay,

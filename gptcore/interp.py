@@ -231,8 +231,11 @@ def _block_stages(model: GPT, cap: Capture, layer: int, pos: int) -> list[Stage]
     resid = a[p + "hook_resid_pre"][pos]
     if pre:
         stages.append(norm("ln1", block.ln1, resid, p + "hook_ln1_out", "attention", "ln1"))
-    stages.append(stage("qkv", "attention", "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos], "qkv",
-                        [source_line(Attention.forward, "qkv")],
+    qkv_lines = [source_line(Attention.project, "qkv")]
+    if cfg.qk_norm:
+        qkv_lines.append(source_line(Attention.project, "qk_norm"))
+    stages.append(stage("qkv", "attention", "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos],
+                        "qkv_norm" if cfg.qk_norm else "qkv", qkv_lines,
                         k=a[p + "attn.hook_k"][pos], v=a[p + "attn.hook_v"][pos]))
     if cfg.position == "rope":
         stages.append(stage("rope", "attention", "rope", p + "attn.hook_rot_q", a[p + "attn.hook_rot_q"][pos], "rope",

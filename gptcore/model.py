@@ -112,18 +112,31 @@ class Attention(nn.Module):
         self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
-        # Hook points. Per-head vectors are (B, T, H, d_head): q, k, v before RoPE, rot_q, rot_k after it,
-        # z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each head's share of
-        # the output after W_O. scores (pre-softmax, scaled and masked) and pattern are (B, H, T_query, T_key).
+        # QK-norm: q and k of fixed RMS, so the scores' size is set by the two learned gains, not by how large the
+        # weights grow
+        self.qk_norm = nn.ModuleList([RMSNorm(cfg.d_head), RMSNorm(cfg.d_head)]) if cfg.qk_norm else None
+        # Hook points. Per-head vectors are (B, T, H, d_head): q, k (after QK-norm, if on) and v before RoPE, rot_q,
+        # rot_k after it, z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each
+        # head's share of the output after W_O. scores (pre-softmax, scaled and masked) and pattern are
+        # (B, H, T_query, T_key).
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
         self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
-    def forward(self, x, rope=None, cache=None):
+    def project(self, x):
+        """(qk, v) of x (B, T, d_model): q and k stacked (B, T, 2, H, d_head), QK-normed when on; v (B, T, 1, H,
+        d_head). Before RoPE."""
         B, T, C = x.shape
         # (B, T, 3C) -> (B, T, {q,k,v}, H, d_head): each head attends inside its own d_head-dim subspace
         qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)  # trace: qkv
+        if self.qk_norm is not None:
+            qk = torch.stack([norm(t) for norm, t in zip(self.qk_norm, qk.unbind(2))], 2)  # trace: qk_norm
+        return qk, v
+
+    def forward(self, x, rope=None, cache=None):
+        B, T, C = x.shape
+        qk, v = self.project(x)
         qk = _hook_pair(qk, self.hook_q, self.hook_k)
         if rope is not None:  # q and k rotated together, in one kernel
             cos, sin = rope
@@ -161,13 +174,18 @@ class Attention(nn.Module):
         return torch.einsum("bthd,chd->bthc", z, w_o)  # trace: per_head
 
 
+def relu_squared(x: torch.Tensor) -> torch.Tensor:
+    """ReLU(x)²: as sparse as ReLU, smooth at 0, and growing like x² for large inputs (modded-nanogpt's MLP)."""
+    return F.relu(x).square()
+
+
 class FeedForward(nn.Module):
-    """SwiGLU: w2(silu(w1 x) ⊙ w3 x); or the classic w2(act(w1 x)) with ReLU or GELU."""
+    """SwiGLU: w2(silu(w1 x) ⊙ w3 x); or the classic w2(act(w1 x)) with ReLU, GELU or ReLU²."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.kind = cfg.ffn
-        self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu}[cfg.ffn]
+        self.act = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu, "relu2": relu_squared}[cfg.ffn]
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         if cfg.ffn == "swiglu":
             self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
@@ -228,6 +246,10 @@ class GPT(nn.Module):
         self.emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.context, cfg.d_model) if cfg.position == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        if cfg.zero_init:  # zeroed after the default init, so every other weight gets the same random numbers
+            for block in self.blocks:
+                nn.init.zeros_(block.attn.proj.weight)
+                nn.init.zeros_(block.ffn.w2.weight)
         # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
         self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import torch
 
+from .config import TrainConfig
 from .model import GPT
 
 # Coefficients of the quintic x ↦ a·x + b·x³ + c·x⁵ applied to the singular values: tuned (by Jordan) to lift
@@ -108,16 +109,25 @@ class Muon(torch.optim.Optimizer):
             p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1 ** t))
 
 
-def adamw_groups(named: list[tuple[str, torch.nn.Parameter]], decay_all: bool, weight_decay: float) -> list[dict]:
-    """AdamW groups: every parameter decays (the tutorial), or only matrices that are not embeddings."""
-    if decay_all:
-        return [{"params": [p for _, p in named]}]
+def adamw_groups(named: list[tuple[str, torch.nn.Parameter]], tc: TrainConfig) -> list[dict]:
+    """AdamW groups: every parameter decays (the tutorial), or only matrices that are not embeddings; with
+    tc.embed_lr, the embedding tables in groups of their own at that lr (an lr_scale, so the schedule applies)."""
+    def is_embedding(name):
+        return name.startswith(("emb.", "pos_emb."))
+
     def is_weight(name, p):  # norm gains and embedding rows are not weights to shrink
-        return p.dim() >= 2 and "emb" not in name
-    shrink = [p for n, p in named if is_weight(n, p)]
-    keep = [p for n, p in named if not is_weight(n, p)]
-    return [group for group in ({"params": shrink, "weight_decay": weight_decay},
-                                {"params": keep, "weight_decay": 0.0}) if group["params"]]
+        return tc.decay_all or (p.dim() >= 2 and not is_embedding(name))
+
+    def scale(name):
+        return tc.embed_lr / tc.lr if tc.embed_lr and is_embedding(name) else 1.0
+
+    groups: dict[tuple[bool, float], list] = {}
+    for n, p in named:
+        groups.setdefault((is_weight(n, p), scale(n)), []).append(p)
+    # the decayed group first, at the plain lr: param_groups[0]["lr"] is the lr a run reports
+    order = sorted(groups, key=lambda group: (not group[0], group[1] != 1.0))
+    return [{"params": groups[decays, lr_scale], "weight_decay": tc.weight_decay if decays else 0.0,
+             "lr_scale": lr_scale} for decays, lr_scale in order]
 
 
 def make_optimizer(model: GPT, tc) -> torch.optim.Optimizer:
@@ -126,13 +136,13 @@ def make_optimizer(model: GPT, tc) -> torch.optim.Optimizer:
     betas = (0.9, tc.beta2)
     named = list(model.named_parameters())
     if tc.optimizer == "adamw":
-        return torch.optim.AdamW(adamw_groups(named, tc.decay_all, tc.weight_decay), lr=tc.lr, betas=betas,
-                                 weight_decay=tc.weight_decay, fused=True)
+        return torch.optim.AdamW(adamw_groups(named, tc), lr=tc.lr, betas=betas, weight_decay=tc.weight_decay,
+                                 fused=True)
     hidden = {n: p for n, p in named if n.startswith("blocks.") and p.dim() == 2}
     qkv = [p for n, p in hidden.items() if n.endswith("attn.qkv.weight")]  # three matrices each: q, k and v
     single = [p for n, p in hidden.items() if not n.endswith("attn.qkv.weight")]
     muon = {"muon": True, "lr": tc.muon_lr, "lr_scale": tc.muon_lr / tc.lr, "weight_decay": tc.weight_decay}
-    groups = adamw_groups([(n, p) for n, p in named if n not in hidden], tc.decay_all, tc.weight_decay)
+    groups = adamw_groups([(n, p) for n, p in named if n not in hidden], tc)
     groups += [{**muon, "params": params, "pieces": pieces} for params, pieces in ((single, 1), (qkv, 3)) if params]
     return Muon(groups, lr=tc.lr, betas=betas, weight_decay=tc.weight_decay)
 
@@ -146,6 +156,6 @@ def state_slots(group: dict) -> set[str]:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """The scheduled learning rate for every group, times the group's lr_scale (Muon's groups)."""
+    """The scheduled learning rate for every group, times the group's lr_scale (Muon's groups, the embedding's)."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)

@@ -25,13 +25,17 @@ LossAndGrads = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) ->
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
-    """The learning rate of a step: constant, or a linear warmup then a cosine decay to lr · min_lr_ratio."""
+    """The learning rate of a step: constant; or a linear warmup, then down to lr · min_lr_ratio at the last step,
+    along a cosine or (warm-down) held at the peak and then along a straight line over the last `warmdown` share."""
     if tc.schedule == "constant":
         return tc.lr
     if step < tc.warmup:
         return tc.lr * (step + 1) / tc.warmup
-    progress = min(1.0, (step - tc.warmup) / max(1, tc.steps - tc.warmup))
     floor = tc.lr * tc.min_lr_ratio
+    if tc.schedule == "warmdown":
+        start = max(tc.warmup, tc.steps * (1 - tc.warmdown))  # the peak holds until here
+        return tc.lr - (tc.lr - floor) * min(1.0, max(0.0, step - start) / max(1e-9, tc.steps - start))
+    progress = min(1.0, (step - tc.warmup) / max(1, tc.steps - tc.warmup))
     return floor + (tc.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 

@@ -204,9 +204,9 @@ class Trainer:
         """Take up the run saved in folder, to train it on from its last step to tc.steps (into the same folder).
 
         It keeps its model and tokenizer, but it is not quite the run it would have been without the break:
-        - the learning-rate schedule is laid over the new last step: continuing a cosine run past its planned end
-          raises the learning rate again, to where the longer schedule stands at the resumed step, and decays it
-          anew;
+        - the learning-rate schedule is laid over the new last step: continuing a cosine or warm-down run past its
+          planned end raises the learning rate again, to where the longer schedule stands at the resumed step, and
+          lowers it anew;
         - the random stream (batches and validation estimates) starts afresh from tc.seed + the resumed step, so
           the batches differ from those an uninterrupted run would have drawn.
         """

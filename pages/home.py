@@ -5,7 +5,7 @@ from explorer.i18n import t
 from gptcore.config import GPTConfig
 
 PATH = ["averaging_to_attention", "sqrt_d_scaling", "multihead_order", "rope", "ffn_swiglu", "residual_norm",
-        "assembled_gpt", "hyperparameters", "recap"]
+        "assembled_gpt", "hyperparameters", "faster_training", "recap"]
 LAB = ["training", "inspector", "trace"]
 
 st.title(t("home.title"))

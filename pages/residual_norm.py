@@ -1,12 +1,10 @@
-import time
-
 import streamlit as st
 
 from explorer.demo_plots import layer_figure, norm_vector_figure, race_loss_figure
-from explorer.i18n import say, t
-from explorer.jobs import JobRefused
+from explorer.i18n import t
+from explorer.races import race_header, race_title, run_states, start_race
 from explorer.tables import shown_table
-from explorer.ui import job_progress, job_registry, show_chart, show_source
+from explorer.ui import job_registry, show_chart, show_source
 from gptcore.demos import norms
 from gptcore.model import Block, RMSNorm
 
@@ -31,32 +29,8 @@ st.markdown(t("residual_norm.intro"))
 show_source(Block, label=t("residual_norm.block_source"))
 
 
-def format_seconds(s) -> str:
-    return "—" if s is None else f"{int(s) // 60}:{int(s) % 60:02d}"
-
-
-def start_race(kind: str, race: norms.NormRace) -> None:
-    try:
-        registry.start(f"{kind} {time.strftime('%H:%M:%S')}", kind,
-                       lambda job, race=race: norms.run_norm_race(job, race), threads=1)
-    except JobRefused as e:
-        st.error(say(e))
-
-
-def race_title(snap) -> str:
-    """The race's name in this tab's language: its kind and the time it started."""
-    return t("residual_norm.race.name", kind=t(f"ui.job_kind.{snap.kind}"),
-             time=time.strftime("%H:%M:%S", time.localtime(snap.started)))
-
-
-def run_states(data: dict, names: dict) -> str:
-    """One line: every variant and where it stands (why, if it diverged)."""
-    def state(label, status):
-        text = t(f"residual_norm.race.run.{status}")
-        return t("residual_norm.race.diverged_why", state=text, why=data["diverged"][label]) \
-            if label in data.get("diverged", {}) else text
-    return " · ".join(t("residual_norm.race.run_line", name=names[label], state=state(label, status))
-                      for label, status in data.get("runs", {}).items())
+def start_norm_race(kind: str, race: norms.NormRace) -> None:
+    start_race(kind, lambda job, race=race: norms.run_norm_race(job, race), threads=1)
 
 
 def previous_race(kind: str, current):
@@ -70,14 +44,7 @@ def race_view(kind: str, prefix: str, colors: dict, per_layer: bool, live: bool)
     job = registry.latest(kind)
     snap = job.snapshot()
     data, names = snap.data, variant_names()
-    status = t(f"ui.status.{snap.status}")
-    job_progress(job, snap, t("residual_norm.race.progress", name=race_title(snap), status=status), f"{prefix}-stop")
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(t("residual_norm.race.steps"), f"{data.get('steps_done', 0)} / {data.get('steps_total', 0)}")
-    m2.metric(t("residual_norm.race.speed"), f"{data.get('tokens_per_s', 0):,.0f}")
-    m3.metric(t("residual_norm.race.eta"), format_seconds(data.get("eta_s")) if snap.active else
-              t("residual_norm.race.done") if snap.status == "finished" else "—")
-    m4.metric(t("residual_norm.race.status"), status)
+    race_header(job, snap, race_title(snap), f"{prefix}-stop")
     st.caption(run_states(data, names))
     if not data.get("loss") and (before := previous_race(kind, job)) is not None:
         st.caption(t("residual_norm.race.showing_previous", name=race_title(before)))
@@ -129,7 +96,7 @@ warmup = c1.slider(t("residual_norm.placement.warmup"), 1, 100, defaults.warmup,
 picked = c2.multiselect(t("residual_norm.placement.variants"), list(COLORS), default=list(COLORS),
                         format_func=variant_names().get, key="norm-variants")
 if st.button(t("residual_norm.train"), key="norm-start", type="primary", disabled=not picked):
-    start_race(RACE_KIND, norms.NormRace(n_layer=n_layer, d_model=d_model, steps=steps, lr=lr,
+    start_norm_race(RACE_KIND, norms.NormRace(n_layer=n_layer, d_model=d_model, steps=steps, lr=lr,
                                          warmup=min(warmup, steps), probe_every=max(1, steps // 20),
                                          variants=tuple(v for v in norms.ALL_VARIANTS if v.label in picked)))
 if not picked:
@@ -174,7 +141,7 @@ type_width = c2.selectbox("d_model", [32, 64, 128], index=1, key="normtype-width
 type_steps = c3.slider(t("residual_norm.placement.steps"), 50, 1000, norm_defaults.steps, step=50,
                        key="normtype-steps")
 if st.button(t("residual_norm.train"), key="normtype-start", type="primary"):
-    start_race(NORM_RACE_KIND, norms.NormRace(
+    start_norm_race(NORM_RACE_KIND, norms.NormRace(
         n_layer=type_layers, d_model=type_width, context=64, steps=type_steps, lr=3e-3, warmup=type_steps // 10,
         probe_every=type_steps, eval_batches=norm_defaults.eval_batches, variants=norms.NORM_VARIANTS))
 race_panel(NORM_RACE_KIND, "normtype", NORM_COLORS, per_layer=False)

@@ -18,11 +18,9 @@ def run_page(name: str) -> AppTest:
     return at
 
 
-@functools.cache
-def app_page(stem: str, lang: str = "en") -> AppTest:
-    """pages/<stem>.py opened through app.py (so with the navigation and the sidebar) in `lang`, rendered once for
-    the whole test session: every test that only reads a page's first render shares it. Never set a widget or
-    rerun it; a test that does takes its own run_page()."""
+def open_page(stem: str, lang: str = "en") -> AppTest:
+    """pages/<stem>.py opened through app.py, a fresh run of its own: for a page that links to other pages, which
+    only the navigation knows, and whose widgets the test changes."""
     at = AppTest.from_file(str(PAGES.parent / "app.py"), default_timeout=120)
     at.query_params["lang"] = lang
     at.run()
@@ -30,6 +28,14 @@ def app_page(stem: str, lang: str = "en") -> AppTest:
         at.switch_page(f"pages/{stem}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+@functools.cache
+def app_page(stem: str, lang: str = "en") -> AppTest:
+    """pages/<stem>.py opened through app.py (so with the navigation and the sidebar) in `lang`, rendered once for
+    the whole test session: every test that only reads a page's first render shares it. Never set a widget or
+    rerun it; a test that does takes its own run_page() or open_page()."""
+    return open_page(stem, lang)
 
 
 def decode(value):

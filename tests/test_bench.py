@@ -10,6 +10,7 @@ from bench import common, inference, step, time_to_loss, whole_process
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
+from gptcore.ladder import Curve
 from gptcore.model import RMSNorm, RMSNormFunction, apply_rope, rope_tables
 from gptcore.recipes import RECIPES, Recipe
 from gptcore.reference import tutorial_rope, tutorial_twin
@@ -73,7 +74,7 @@ def test_take_turns_alternates_threads_and_lets_the_last_one_finish_alone():
 
 
 def test_curve_reports_the_first_checkpoint_at_or_below_a_target():
-    curve = time_to_loss.Curve("x", step=[0, 10, 20, 30], seconds=[0.0, 5.0, 9.0, 14.0], val=[3.0, 1.2, 0.99, 1.01])
+    curve = Curve("x", step=[0, 10, 20, 30], seconds=[0.0, 5.0, 9.0, 14.0], val=[3.0, 1.2, 0.99, 1.01])
     assert curve.first_at_or_below(1.0) == (20, 9.0)
     assert curve.first_at_or_below(0.5) is None
 

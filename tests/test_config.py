@@ -8,7 +8,8 @@ from gptcore.config import ConfigError, GPTConfig, TrainConfig, TrainConfigError
 
 @pytest.mark.parametrize("value", [["cosine"], {"x": 1}, 3, None])
 def test_a_choice_of_the_wrong_kind_is_refused_with_the_fields_range(value):
-    with pytest.raises(TrainConfigError, match=re.escape(f"schedule must be constant or cosine, got {value!r}")):
+    expected = f"schedule must be one of constant, cosine, warmdown, got {value!r}"
+    with pytest.raises(TrainConfigError, match=re.escape(expected)):
         TrainConfig.from_dict({"schedule": value})  # as a meta.json written by hand would give it
     with pytest.raises(ConfigError, match="norm must be rms or layer"):
         GPTConfig.from_dict({"norm": value})

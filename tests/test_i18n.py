@@ -35,6 +35,7 @@ TUTORIAL_NUMBERS = {
     "residual_norm": [],
     "assembled_gpt": ["810,624", "9,472", "197,888"],
     "hyperparameters": ["12,288", "11,008"],
+    "faster_training": ["1,501"],
     "recap": [],
     "training": ["810,624"],
     "inspector": [],

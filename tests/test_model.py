@@ -19,6 +19,7 @@ def test_default_config_has_the_tutorials_parameter_count():
 @pytest.mark.parametrize("variant", [
     {}, {"vocab_size": 76}, {"norm": "layer"}, {"norm_placement": "post"}, {"norm": "layer", "norm_placement": "post"},
     {"position": "learned", "context": 64}, {"position": "none"}, {"ffn": "relu", "d_ff": 512}, {"ffn": "gelu"},
+    {"ffn": "relu2", "d_ff": 512}, {"qk_norm": True, "n_head": 8},
     {"d_model": 96, "n_head": 3, "n_layer": 7, "d_ff": 40, "vocab_size": 3},
 ])
 def test_config_counts_the_parameters_the_model_has(variant):
@@ -36,6 +37,7 @@ def test_swiglu_hidden_size_rounds_eight_thirds_up():
 @pytest.mark.parametrize("variant", [
     {}, {"norm": "layer"}, {"norm_placement": "post"}, {"position": "learned"}, {"position": "none"},
     {"scale_attention": False}, {"ffn": "relu", "d_ff": 512}, {"ffn": "gelu", "d_ff": 512}, {"rope_theta": 500.0},
+    {"qk_norm": True},
 ])
 def test_explicit_attention_path_matches_sdpa(variant):
     m = model(**variant).eval()

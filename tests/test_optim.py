@@ -44,7 +44,7 @@ def test_muon_steps_are_decayed_orthogonalized_nesterov_momentum_and_the_rest_mo
     opt = make_optimizer(model, tc)
     rest = [p for n, p in twin.named_parameters() if not (n.startswith("blocks.") and p.dim() == 2)]
     twin_opt = torch.optim.AdamW(adamw_groups([(n, p) for n, p in twin.named_parameters() if p in set(rest)],
-                                              False, 0.1), lr=5e-4, betas=(0.9, 0.99), weight_decay=0.1)
+                                              tc), lr=5e-4, betas=(0.9, 0.99), weight_decay=0.1)
     set_lr(opt, 5e-4)  # the schedule at half the peak: Muon's groups follow at 0.02 / 1e-3 times it
     assert [g["lr"] for g in opt.param_groups] == pytest.approx([5e-4, 5e-4, 0.01, 0.01])
     grads, befores = [], []

@@ -1,7 +1,7 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
 import torch
-from page_helpers import app_page, chart, frame, metrics, run_page
+from page_helpers import app_page, chart, frame, metrics, open_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
@@ -21,7 +21,7 @@ def test_published_configs_and_their_ratios():
 
 
 def test_calculator_presets_and_costs():
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     assert metrics(at)["parameters"] == "6.74 B"  # LLaMA-2-7B by default
     assert frame(at, "usual?")["usual?"].all()
     before = chart(at, "hp-costs")
@@ -35,7 +35,7 @@ def test_calculator_presets_and_costs():
 
 
 def test_drift_slider_moves_the_softmax():
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     before = chart(at, "hp-drift-fig")
     table = frame(at, "max prob").set_index("patch")
     at.select_slider(key="hp-drift").set_value(64.0).run()
@@ -46,7 +46,7 @@ def test_drift_slider_moves_the_softmax():
 
 
 def test_quiz_multi_select():
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     at.checkbox(key="hp-4096-opt0").check()
     at.checkbox(key="hp-4096-opt1").check()
     at.button(key="hp-4096-check").click().run()
@@ -64,7 +64,7 @@ def displayed(at: AppTest, label: str) -> pd.DataFrame:
 
 
 def test_a_huge_config_renders_the_whole_page_in_readable_numbers():
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     for name, value in (("d_model", 10_000_000), ("n_head", 1), ("n_layer", 10_000_000)):
         at.number_input(key=f"hp-{name}").set_value(value).run()
     assert not at.exception  # the counts pass 2⁶³; they used to break the chart
@@ -85,7 +85,7 @@ def test_memory_table_is_narrow():
 
 
 def test_reset_restores_the_selected_preset():
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     at.selectbox(key="hp-preset").set_value("GPT-3 175B").run()
     gpt3 = metrics(at)["parameters"]
     at.number_input(key="hp-d_model").set_value(1536).run()
@@ -100,7 +100,7 @@ def test_z_loss_is_shown_on_the_shipped_models_output_logits():
     from explorer.shipped import shipped_checkpoint
     from gptcore.demos import hyperparams as hp
 
-    at = run_page("hyperparameters.py")
+    at = open_page("hyperparameters")
     shipped = shipped_checkpoint()
     text = at.text_input(key="hp-z-text").value
     ids = torch.tensor(shipped.tokenizer.encode(text[:-1]))[None]

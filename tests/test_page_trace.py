@@ -248,7 +248,7 @@ def test_attribution_on_a_post_norm_model_says_why_it_cannot_be_split(tmp_path, 
 
 VARIANTS = {"learned positions": {"position": "learned"}, "no positions": {"position": "none"},
             "LayerNorm": {"norm": "layer"}, "post-norm": {"norm_placement": "post"}, "ReLU": {"ffn": "relu"},
-            "GELU": {"ffn": "gelu"}}
+            "GELU": {"ffn": "gelu"}, "QK-norm and ReLU²": {"qk_norm": True, "ffn": "relu2"}}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from ..config import GPTConfig, TrainConfig, swiglu_hidden
+from ..config import GPTConfig, TrainConfig, settings, swiglu_hidden
 from ..data import Corpus, builtin_corpus, get_batch
 from ..errors import InputError, message
 from ..events import EvalEvent, StepEvent
@@ -31,17 +31,18 @@ class ModelShape:
     n_head: int
     d_ff: int
     context: int
-    ffn: str = "swiglu"  # swiglu | relu | gelu
+    ffn: str = "swiglu"  # swiglu | relu | gelu | relu2
     norm: str = "rms"  # rms | layer
     norm_placement: str = "pre"
     position: str = "rope"  # rope | learned | none
     bias: bool = False
     tied_head: bool = False
+    qk_norm: bool = False
 
     @classmethod
     def from_config(cls, cfg: GPTConfig) -> ModelShape:
         return cls(cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.n_head, cfg.d_ff, cfg.context, cfg.ffn,
-                   cfg.norm, cfg.norm_placement, cfg.position)
+                   cfg.norm, cfg.norm_placement, cfg.position, qk_norm=cfg.qk_norm)
 
     @property
     def d_head(self) -> float:
@@ -68,9 +69,10 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     if s.position == "learned":
         rows.append((message("anatomy.part.positions", "position embedding"), f"{s.context:,} × {d}", s.context * d,
                      False))
+    qk_gains = 2 * (d // s.n_head) if s.qk_norm else 0  # QK-norm's gains for q and k, d_head each
     rows += [
-        (message("anatomy.part.attention", "attention: qkv + proj"), f"4 · {d}²" + (f" + 4 · {d}" if s.bias else ""),
-         4 * d * d + (4 * d if s.bias else 0), True),
+        (message("anatomy.part.attention", "attention: qkv + proj"), f"4 · {d}²" + (f" + 4 · {d}" if s.bias else "")
+         + (f" + 2 · {d // s.n_head}" if s.qk_norm else ""), 4 * d * d + (4 * d if s.bias else 0) + qk_gains, True),
         (message("anatomy.part.ffn", "FFN ({ffn})", ffn=s.ffn), ffn_formula, ffn_mats * d * s.d_ff + ffn_bias, True),
         (message("anatomy.part.norms", "two {norm}s", norm=norm_name), f"2 · {norm_formula}", 2 * norm_size, True),
     ]
@@ -191,7 +193,7 @@ def block_diagram(cfg: GPTConfig) -> dict:
     """The model as a chain for a diagram: nodes in data-flow order (labels are Messages with <br> line breaks),
     the residual skips (from, to) as node indices, and which nodes form the block that repeats n_layer times."""
     norm = "RMSNorm" if cfg.norm == "rms" else "LayerNorm"
-    kind = {"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU"}[cfg.ffn]
+    kind = settings(GPTConfig)["ffn"].choices[cfg.ffn]
     V, d = cfg.vocab_size, cfg.d_model
     if cfg.position == "learned":
         embed = message("anatomy.diagram.embedding_positions", "embedding<br>{V} × {d}<br>+ positions<br>{T} × {d}",

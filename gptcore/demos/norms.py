@@ -16,9 +16,9 @@ import torch.nn as nn
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
 from ..data import builtin_corpus, get_batch
 from ..events import EvalEvent, StepEvent, TrainingEvent
-from ..failures import Diverged
 from ..model import GPT, RMSNorm
 from ..train import Trainer
+from .races import RaceProgress
 
 # --- RMSNorm vs LayerNorm --------------------------------------------------------------------------------
 
@@ -138,20 +138,18 @@ def residual_norms(model: GPT, idx: torch.Tensor) -> list[float]:
 
 
 def run_norm_race(job, race: NormRace) -> str | None:
-    """Train every variant in turn on the same seed and data, reporting into job (a explorer.jobs.Job).
+    """Train every variant in turn on the same seed and data, reporting into job (a explorer.jobs.Job) through a
+    RaceProgress (gptcore.demos.races: run states, steps, speed, ETA).
 
     job.data gets rows appended as training goes: 'loss' (variant, step, loss), 'grads' and 'resid'
     (variant, step, layer, norm) every probe_every steps, taken before that step's update (so step 0 is the
     initialisation, the same for every warmup), 'val' (variant, validation loss at the last step) and 'timing'
-    (variant, seconds per step) as each variant ends; 'runs' maps each variant to its state (waiting, training,
-    finished, stopped or diverged) and 'diverged' a diverged variant to the Message that says why.
+    (variant, seconds per step) as each variant ends.
     """
     corpus = builtin_corpus(race.corpus_chars, race.seed)
-    job.update(data={"runs": {v.label: "waiting" for v in race.variants}, "steps_done": 0,
-                     "steps_total": race.total_steps, "tokens_per_s": 0.0, "eta_s": None})
-    t0, done, runs, diverged = time.perf_counter(), 0, {}, {}
+    progress = RaceProgress(job, [v.label for v in race.variants], race.total_steps)
     for variant in race.variants:
-        if job.control.stop.is_set():
+        if progress.stopped:
             break
         trainer = Trainer.fresh(race.model_config(variant), race.train_config(variant.warmup), corpus)
         started = time.perf_counter()
@@ -170,32 +168,16 @@ def run_norm_race(job, race: NormRace) -> str | None:
                                       for i, r in enumerate(residual_norms(tr.model, probe))))
 
         def on_event(event: TrainingEvent, variant=variant):
-            nonlocal done
             if isinstance(event, EvalEvent) and event.step == race.steps:
                 job.append("val", (variant.label, event.val))
-            if not isinstance(event, StepEvent):
-                return
-            job.append("loss", (variant.label, event.step, event.loss))
-            done += 1
-            rate = done / (time.perf_counter() - t0)
-            job.update(progress=done / race.total_steps, data={
-                "steps_done": done, "tokens_per_s": rate * race.batch_size * race.context,
-                "eta_s": (race.total_steps - done) / rate})
+            if isinstance(event, StepEvent):
+                job.append("loss", (variant.label, event.step, event.loss))
+                progress.step_done(event.tokens_per_s)
 
-        runs[variant.label] = "training"
-        job.update(data={"runs": dict(runs)})
-        try:
-            status = trainer.run(on_event=on_event, control=job.control, after_backward=after_backward)
-            runs[variant.label] = status
-        except Diverged as e:
-            runs[variant.label] = "diverged"
-            diverged[variant.label] = e.message
-            job.update(data={"diverged": dict(diverged)})
-            done += race.steps - trainer.step  # its remaining steps will never run
+        progress.run(variant.label, trainer, on_event=on_event, after_backward=after_backward)
         # wall time per step, probes included (the same probes for every variant)
         job.append("timing", (variant.label, (time.perf_counter() - started) / max(1, trainer.step + 1)))
-        job.update(data={"runs": dict(runs)})
-    return "stopped" if job.control.stop.is_set() else "finished"
+    return progress.outcome()
 
 
 def race_frames(data: dict, smooth: int = 10) -> dict[str, pd.DataFrame]:

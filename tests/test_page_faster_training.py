@@ -1,0 +1,71 @@
+"""The Faster training page: the shipped ladder in both languages, one rung at a time, and a rung rerun live
+in the background like the other races."""
+import pytest
+from page_helpers import app_page, chart, figure, frame, metrics, run_page
+
+from explorer.ui import job_registry
+from gptcore.demos import speedrun
+from gptcore.ladder import LADDER
+
+KIND = "ladder race"
+
+
+@pytest.mark.parametrize("lang, rung, kept", [("en", "rung", "kept"), ("zh", "级", "采用")])
+def test_the_page_shows_every_rung_of_the_shipped_ladder_in_both_languages(lang, rung, kept):
+    at = app_page("faster_training", lang)
+    table = next(d.value for d in at.dataframe if rung in d.value.columns)
+    assert len(table) == len(LADDER) and (table.iloc[:, 2] == kept).sum() == sum(r.adopted for r in LADDER)
+    curves = chart(at, "ladder-curves")
+    assert len(curves) == len(LADDER)
+    assert [c["line"]["dash"] for c in curves].count("dot") == 3  # the rungs left out
+    runs = speedrun.load_ladder()
+    assert figure(at, "ladder-curves")["layout"]["shapes"][0]["y0"] == pytest.approx(runs.target)
+    assert any(runs.host in c.value for c in at.caption)
+
+
+def test_a_rung_shows_why_what_changed_and_its_curves_against_the_rung_it_builds_on():
+    at = run_page("faster_training.py")
+    at.selectbox(key="ladder-rung").set_value("qk_norm").run()
+    assert any("QK-norm divides each head's q and k" in m.value for m in at.markdown)
+    changed = frame(at, "setting")
+    assert set(changed["setting"]) == {"QK-norm", "Learning rate", "Muon lr"}
+    assert [c["name"] for c in chart(at, "ladder-pair")] == ["2 · Muon, batch 16, 800 steps (the fast recipe)",
+                                                              "3 · QK-norm, learning rates ×2"]
+    at.radio(key="ladder-x").set_value("characters").run()
+    assert chart(at, "ladder-pair")[0]["x"][-1] == 801 * 16 * 128
+
+
+def test_the_rerun_button_races_the_rung_against_its_predecessor_and_the_page_draws_it():
+    at = run_page("faster_training.py")
+    at.selectbox(key="ladder-rung").set_value("zero_init").run()
+    at.select_slider(key="race-share").set_value(0.02).run()
+    at.button(key="ladder-start").click().run()
+    assert not at.exception and not at.error
+    job = job_registry().latest(KIND)
+    job.join(120)
+    assert job.snapshot().status == "finished", job.snapshot().message
+    at.run()
+    assert metrics(at)["Steps"] == "42 / 42" and metrics(at)["Status"] == "finished"
+    names = {c.get("name") for c in chart(at, "race-curves")}
+    assert {"4 · embedding at lr 0.1: training loss (averaged)", "5 · output matrices start at zero: validation "
+            "estimate"} <= names
+
+
+def test_the_rerun_stops_when_asked():
+    at = run_page("faster_training.py")
+    at.select_slider(key="race-share").set_value(0.5).run()
+    at.button(key="ladder-start").click().run()
+    job = job_registry().latest(KIND)
+    assert job.snapshot().active
+    at.button(key="ladder-stop").click().run()
+    job.join(60)
+    assert job.snapshot().status == "stopped"
+    assert job.snapshot().data["steps_done"] < job.snapshot().data["steps_total"]
+
+
+def test_unreadable_measurements_are_a_message_not_a_crash(monkeypatch, tmp_path):
+    broken = tmp_path / "ladder_curves.json"
+    broken.write_text("[]")
+    monkeypatch.setattr("gptcore.ladder.LADDER_CURVES", broken)
+    at = run_page("faster_training.py")
+    assert "cannot be read" in at.error[0].value
