@@ -271,10 +271,13 @@ def test_the_corpus_is_the_text_the_shipped_model_was_trained_on(text):
         "540c056593f24878eb3ad0f5094131d5ddd5fb0b124c7f8042a09f7559efc56c"
 
 
-def test_the_word_lists_are_installed_with_the_package():
+def test_the_word_lists_and_the_ladder_measurements_are_installed_with_the_package():
+    from gptcore.ladder import LADDER_CURVES
+
     config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["gptcore"]
-    assert any(fnmatch.fnmatch(WORDS_FILE.name, pattern) for pattern in patterns)
+    for data in (WORDS_FILE, LADDER_CURVES):
+        assert any(fnmatch.fnmatch(data.name, pattern) for pattern in patterns), data.name
 
 
 def test_retellings_say_ordinary_text_again_inside_the_same_stories_at_their_share():
