@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=0, help="torch threads per run (0 = every core)")
     parser.add_argument("--data", default=str(TINYSTORIES))
-    parser.add_argument("--points", type=int, default=24, help="checkpoint evals per rung")
+    parser.add_argument("--points", type=int, default=20, help="checkpoint evals per rung")
     parser.add_argument("--rungs", nargs="*", choices=list(RUNGS), help="only these rungs (the first rung, which sets "
                         "the target, is always trained)")
     parser.add_argument("--ship", action="store_true", help=f"write every rung's curves to {LADDER_CURVES.name} for "

@@ -25,10 +25,10 @@ def ladder_figure(frame: pd.DataFrame, target: float, names: dict, x: str, title
                         hovertemplate=t("faster_training.fig.hover"))
     fig.add_hline(y=target, line_dash="dash", line_color="#444",
                   annotation_text=t("faster_training.fig.target", target=target), annotation_position="top right")
-    low = min(frame["val"].min(), target) - 0.03
+    low = min(frame["val"].min(), target) - 0.02
     fig.update_layout(title=title, height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10),
                       xaxis_title=t(f"faster_training.fig.axis.{x}"), yaxis=dict(title=t("faster_training.fig.val"),
-                                                                                  range=[low, low + 0.75]),
+                                                                                  range=[low, target + 0.3]),
                       legend=dict(orientation="h", y=-0.18), template="plotly_white")
     return fig
 

@@ -24,13 +24,11 @@ class Rung:
 
 def _ladder() -> list[Rung]:
     tutorial, fast, speedrun = RECIPES["tutorial"], RECIPES["fast"], RECIPES["speedrun"]
-    sr = speedrun.train
     cosine = replace(tutorial.train, schedule="cosine", warmup=50, min_lr_ratio=0.05)
     qk = replace(fast.model, qk_norm=True)
-    qk_train = replace(fast.train, lr=sr.lr, muon_lr=sr.muon_lr)  # twice the fast recipe's
-    embed = replace(qk_train, embed_lr=sr.embed_lr)
+    qk_train = replace(fast.train, lr=speedrun.train.lr, muon_lr=speedrun.train.muon_lr)  # twice the fast recipe's
+    embed = replace(qk_train, embed_lr=speedrun.train.embed_lr)
     zero = replace(qk, zero_init=True)
-    warmdown = replace(embed, schedule="warmdown", warmdown=sr.warmdown, min_lr_ratio=sr.min_lr_ratio)
     return [
         Rung("tutorial", tutorial.model, tutorial.train),
         Rung("cosine", tutorial.model, cosine),
@@ -39,9 +37,9 @@ def _ladder() -> list[Rung]:
         Rung("qk_norm", qk, qk_train),
         Rung("embed_lr", qk, embed),
         Rung("zero_init", zero, embed),
-        Rung("warmdown", zero, warmdown),
-        Rung("relu2", replace(zero, ffn="relu2", d_ff=512), warmdown, adopted=False),
-        Rung("batch8", zero, replace(warmdown, batch_size=8, steps=2 * warmdown.steps, warmup=2 * warmdown.warmup),
+        Rung("warmdown", zero, replace(embed, schedule="warmdown", warmdown=0.5, min_lr_ratio=0.0), adopted=False),
+        Rung("relu2", replace(zero, ffn="relu2", d_ff=512), embed, adopted=False),
+        Rung("batch8", zero, replace(embed, batch_size=8, steps=2 * embed.steps, warmup=2 * embed.warmup),
              adopted=False),
         Rung("shorter", speedrun.model, speedrun.train),  # RECIPES["speedrun"]
     ]

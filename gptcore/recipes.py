@@ -41,13 +41,11 @@ RECIPES = {
     "speedrun": Recipe(
         "Speedrun recipe",
         "The fast recipe plus the rungs of the speedrun ladder that paid on this model (the Faster training page): "
-        "QK-norm with twice the learning rates (Muon 0.04, AdamW 8e-3), the embedding at lr 0.1, the blocks' output "
-        "matrices starting at zero, and the peak held, then lowered in a straight line to 0 over the second half; "
-        "700 steps of batch 16.",
+        "QK-norm with twice the learning rates (Muon 0.04, AdamW 8e-3), the embedding at lr 0.1 and the blocks' "
+        "output matrices starting at zero; the cosine schedule planned for 700 steps of batch 16.",
         GPTConfig(qk_norm=True, zero_init=True),
-        TrainConfig(steps=700, batch_size=16, warmup=50, eval_every=175, **{
-            **MUON, "muon_lr": 0.04, "lr": 8e-3, "schedule": "warmdown", "warmdown": 0.5, "min_lr_ratio": 0.0,
-            "embed_lr": 0.1})),
+        TrainConfig(steps=700, batch_size=16, warmup=50, eval_every=200,
+                    **{**MUON, "muon_lr": 0.04, "lr": 8e-3, "embed_lr": 0.1})),
     # GPT-2's recipe at small scale, for a GPU: BPE tokens, a wider and deeper model, longer context and batch.
     "bigger": Recipe(
         "Bigger (for a GPU)",

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from explorer.i18n import say, t
@@ -37,12 +38,15 @@ names = {r.key: rung_name(r.key) for r in LADDER}
 # --- 1 · the ladder, measured -----------------------------------------------------------------------------
 st.header(t("faster_training.ladder.header"))
 st.markdown(t("faster_training.ladder.text", target=runs.target))
-table = speedrun.ladder_table(runs).drop(columns="final seconds")
+table = speedrun.ladder_table(runs).drop(columns=["steps", "step to target", "final seconds"])
+formats = {"characters to target": "{:,.0f}", "seconds to target": "{:.0f}", "× tutorial": "{:.2f}",
+           "final val loss": "{:.4f}"}
 table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map(
-    lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(names).fillna("—")})
-st.dataframe(shown_table(table, "faster_training", {
-    "step to target": "{:,.0f}", "characters to target": "{:,.0f}", "seconds to target": "{:.0f}",
-    "× tutorial": "{:.2f}", "final val loss": "{:.4f}"}), hide_index=True, key="ladder-table")
+    lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(names).fillna("—")},
+    **{column: table[column].map(lambda v, f=f: "—" if pd.isna(v) else f.format(v)) for column, f in formats.items()})
+st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table")
+ratios = speedrun.ladder_table(runs).set_index("rung")["× tutorial"]
+st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))
 x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
              format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
 show_chart(ladder_figure(speedrun.curve_frame(runs, [r.key for r in LADDER]), runs.target, names, x,

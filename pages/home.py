@@ -2,11 +2,11 @@ import streamlit as st
 
 import explorer.ui  # noqa: F401  (routes a deep link on a fresh server through app.py)
 from explorer.i18n import t
+from explorer.navigation import SECTIONS
 from gptcore.config import GPTConfig
 
-PATH = ["averaging_to_attention", "sqrt_d_scaling", "multihead_order", "rope", "ffn_swiglu", "residual_norm",
-        "assembled_gpt", "hyperparameters", "faster_training", "recap"]
-LAB = ["training", "inspector", "trace"]
+PATH = [stem for stem, _ in SECTIONS["concepts"]]
+LAB = [stem for stem, _ in SECTIONS["lab"]]
 
 st.title(t("home.title"))
 st.markdown(t("home.intro"))

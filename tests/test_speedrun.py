@@ -36,11 +36,13 @@ def test_the_ladder_runs_from_the_tutorial_recipe_to_the_speedrun_recipe_one_run
     assert (LADDER[-1].model, LADDER[-1].train) == (RECIPES["speedrun"].model, RECIPES["speedrun"].train)
     assert predecessor("tutorial") is None
     assert predecessor("qk_norm").key == "muon"  # a rung left out is not built on
-    assert predecessor("shorter").key == "warmdown"
-    assert [r.key for r in LADDER if not r.adopted] == ["higher_lr", "relu2", "batch8"]
+    assert predecessor("shorter").key == predecessor("warmdown").key == "zero_init"
+    assert [r.key for r in LADDER if not r.adopted] == ["higher_lr", "warmdown", "relu2", "batch8"]
     changed = speedrun.changes(RUNGS["zero_init"])
     assert changed.to_dict("records") == [{"setting": "zero_init", "before": "False", "after": "True"}]
     assert set(speedrun.changes(RUNGS["qk_norm"])["setting"]) == {"qk_norm", "lr", "muon_lr"}
+    assert speedrun.changes(RUNGS["shorter"]).to_dict("records") == [{"setting": "steps", "before": "800",
+                                                                     "after": "700"}]
     assert speedrun.changes(LADDER[0]).empty
 
 
@@ -52,7 +54,7 @@ def test_the_speedrun_recipe_validates_and_trains_on_the_cli(tmp_path, capsys):
     model, _, step = ckpt.load_weights(out / "model.safetensors")
     assert model.cfg.qk_norm and model.cfg.zero_init and step == 6
     tc = ckpt.read_meta(out)["train_config"]
-    assert (tc["schedule"], tc["embed_lr"], tc["muon_lr"], tc["batch_size"]) == ("warmdown", 0.1, 0.04, 16)
+    assert (tc["schedule"], tc["embed_lr"], tc["muon_lr"], tc["batch_size"]) == ("cosine", 0.1, 0.04, 16)
     assert "final val loss over the whole val split" in capsys.readouterr().out
 
 
@@ -176,7 +178,7 @@ def test_the_ladder_table_times_each_rung_to_the_tutorial_rungs_final_loss(capsy
 
 
 def test_rung_settings_survive_a_checkpoint_round_trip(tmp_path):
-    rung = RUNGS["shorter"]
+    rung = RUNGS["warmdown"]
     trainer = Trainer.fresh(replace(rung.model, **TINY), replace(rung.train, steps=2, warmup=1, batch_size=4,
                                                                  final_eval=False, sample_chars=1),
                             builtin_corpus(20_000), tmp_path / "run")
