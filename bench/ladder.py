@@ -20,6 +20,7 @@ import pandas as pd
 from gptcore.demos.speedrun import LadderRuns, ladder_table, rung_settings
 from gptcore.ladder import LADDER, LADDER_CURVES, RUNGS, Curve
 from gptcore.recipes import Recipe
+from gptcore.threads import CORES
 
 from .common import ARTIFACTS, TINYSTORIES, cpu_name, load_summary, thread_summary
 from .time_to_loss import print_checkpoint, time_to_loss, train_recipe
@@ -41,10 +42,10 @@ def print_table(table: pd.DataFrame, target: float) -> None:
               f"| {reach} | {ratio} | {row['final val loss']:.4f} ({row['final seconds']:.0f} s) |")
 
 
-def ship(curves: dict[str, Curve], target: float, host: str) -> None:
+def ship(curves: dict[str, Curve], target: float) -> None:
     """Write the curves, and the settings each rung was measured with, for the Faster training page."""
     LADDER_CURVES.write_text(json.dumps({
-        "host": host, "command": "python -m bench.ladder --ship", "target": round(target, 5),
+        "cpu": cpu_name(), "cores": CORES, "command": "python -m bench.ladder --ship", "target": round(target, 5),
         "settings": {r.key: rung_settings(r) for r in LADDER},
         "curves": {k: {"step": c.step, "seconds": [round(s, 2) for s in c.seconds], "val": [round(v, 5) for v in c.val]}
                    for k, c in curves.items()}}, indent=1) + "\n")
@@ -70,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     text = path.read_text(encoding="utf-8")[:1_000_000]
     keep = {LADDER[0].key, *(args.rungs or RUNGS)}
     runs = {r.key: (train_recipe, Recipe(r.key, "", r.model, r.train)) for r in LADDER if r.key in keep}
-    host = f"{cpu_name()}, {thread_summary()}"
-    print(f"{host}\n{load_summary()}\nRungs, one step each in rotation: {', '.join(runs)}", flush=True)
+    print(f"{cpu_name()}\n{thread_summary()}\n{load_summary()}\nRungs, one step each in rotation: {', '.join(runs)}",
+          flush=True)
     curves = time_to_loss(text, runs, args.points, print_checkpoint, args.threads)
     target = curves[LADDER[0].key].val[-1]
-    print_table(ladder_table(LadderRuns(host, "", target, curves)), target)
+    print_table(ladder_table(LadderRuns(cpu_name(), CORES, "", target, curves)), target)
     ARTIFACTS.mkdir(exist_ok=True)
     with open(ARTIFACTS / "ladder.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in curves.values():
             writer.writerows([c.name, s, f"{t:.2f}", f"{v:.5f}"] for s, t, v in zip(c.step, c.seconds, c.val))
     if args.ship:
-        ship(curves, target, host)
+        ship(curves, target)
         print(f"wrote {LADDER_CURVES}")
     print(load_summary())
     return 0

@@ -51,7 +51,7 @@ x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
              format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
 show_chart(ladder_figure(speedrun.curve_frame(runs, [r.key for r in LADDER]), runs.target, names, x,
                          t("faster_training.fig.ladder_title")), key="ladder-curves")
-st.caption(t("faster_training.ladder.source", host=runs.host, command=runs.command))
+st.caption(t("faster_training.ladder.source", cpu=runs.cpu, cores=runs.cores, command=runs.command))
 st.markdown(t("faster_training.ladder.reading"))
 
 # --- 2 · one rung at a time ---------------------------------------------------------------------------------

@@ -94,12 +94,13 @@ def marked_lines(path: Path) -> set[tuple[str, int]]:
 
 def test_every_stage_of_every_model_variant_shows_a_marked_line_and_every_marked_line_is_shown():
     """Each stage finds its line by the `# trace: <name>` comment on it (exactly one per function, or the trace
-    raises), whatever the model's norm, its placement, its positions and its FFN; no marker is left unused."""
+    raises), whatever the model's norm, its placement, its positions, its FFN and its QK-norm; no marker is left
+    unused."""
     shown = set()
     for norm, placement, position, ffn in itertools.product(("rms", "layer"), ("pre", "post"),
                                                             ("rope", "learned", "none"), ("swiglu", "gelu")):
         cfg = GPTConfig(vocab_size=8, d_model=16, n_layer=1, n_head=2, d_ff=32, context=8, norm=norm,
-                        norm_placement=placement, position=position, ffn=ffn)
+                        norm_placement=placement, position=position, ffn=ffn, qk_norm=position == "none")
         tr = interp.trace(GPT(cfg).eval(), torch.arange(6), 3, tokenizer=CharTokenizer.from_text("abcdefgh"))
         shown |= {(s.path, s.line) for stage in tr.stages for s in stage.sources}
     bpe = interp.source_line(BPETokenizer.encode, "token")

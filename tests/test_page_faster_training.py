@@ -22,7 +22,7 @@ def test_the_page_shows_every_rung_of_the_shipped_ladder_in_both_languages(lang,
     assert [c["line"]["dash"] for c in curves].count("dot") == 4  # the rungs left out
     runs = speedrun.load_ladder()
     assert figure(at, "ladder-curves")["layout"]["shapes"][0]["y0"] == pytest.approx(runs.target)
-    assert any(runs.host in c.value for c in at.caption)
+    assert any(runs.cpu in c.value and f"`{runs.command}`" in c.value for c in at.caption)
 
 
 def test_a_rung_shows_why_what_changed_and_its_curves_against_the_rung_it_builds_on():

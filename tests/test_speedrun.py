@@ -168,7 +168,7 @@ def test_the_ladder_table_times_each_rung_to_the_tutorial_rungs_final_loss(capsy
     curves = {"tutorial": Curve("tutorial", [0, 10, 20], [0.0, 10.0, 20.0], [3.0, 1.1, 1.0]),
               "cosine": Curve("cosine", [0, 10, 20], [0.0, 10.0, 20.0], [3.0, 1.0, 0.95]),
               "muon": Curve("muon", [0, 10], [0.0, 5.0], [3.0, 1.2])}
-    table = speedrun.ladder_table(speedrun.LadderRuns("host", "", 1.0, curves)).set_index("rung")
+    table = speedrun.ladder_table(speedrun.LadderRuns("cpu", 2, "", 1.0, curves)).set_index("rung")
     assert table.loc["cosine", "× tutorial"] == 0.5 and table.loc["cosine", "step to target"] == 10
     assert table.loc["cosine", "characters to target"] == 11 * 32 * 128
     assert pd.isna(table.loc["muon", "seconds to target"]) and table.loc["muon", "final val loss"] == 1.2

@@ -28,7 +28,8 @@ class LadderDataError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class LadderRuns:
-    host: str
+    cpu: str
+    cores: int
     command: str
     target: float
     curves: dict[str, Curve]
@@ -46,7 +47,7 @@ def load_ladder(path: Path = LADDER_CURVES) -> LadderRuns:
         raw = json.loads(path.read_text(encoding="utf-8"))
         curves = {key: Curve(key, [int(s) for s in c["step"]], [float(s) for s in c["seconds"]],
                              [float(v) for v in c["val"]]) for key, c in raw["curves"].items()}
-        runs = LadderRuns(str(raw["host"]), str(raw["command"]), float(raw["target"]), curves)
+        runs = LadderRuns(str(raw["cpu"]), int(raw["cores"]), str(raw["command"]), float(raw["target"]), curves)
         settings = raw["settings"]
         bad = [key for key, c in curves.items() if not (len(c.step) == len(c.seconds) == len(c.val) > 0)]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
