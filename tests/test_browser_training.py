@@ -188,7 +188,7 @@ def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, 
     wait_for_app(page)
     start.click()
     page.get_by_text("lang-run · running").wait_for(timeout=60_000)
-    page.wait_for_function(f"() => ({CHART_POINTS})() >= 5", timeout=60_000)
+    page.wait_for_function(f"() => ({CHART_POINTS})() >= 2", timeout=60_000)
     expect(start).to_be_enabled()  # a Start now waits its turn in the queue, and the page says so
     expect(page.get_by_text("is training now: a run you start waits its turn, at place 1")).to_have_count(1)
     time.sleep(1)
@@ -209,7 +209,7 @@ def test_a_language_switch_keeps_the_run_going_and_the_form(app_url, open_page, 
     assert shown_choice(page, ZH["training.form.preset"]) == ZH["training.recipes.tutorial.name"] == "教程配置"
     assert field_value(page, ZH["training.form.run_name"]) == next_name != "lang-run"
     points = chart_points(page)
-    page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 10", timeout=60_000)  # it kept training
+    page.wait_for_function(f"() => ({CHART_POINTS})() > {points} + 2", timeout=60_000)  # it kept training
     assert progress_step(page, r"第 ([\d,]+) 步，共 10,000 步") > before
     assert shown_choice(page, ZH["settings.schedule.label"]) == "余弦"  # (still, after the live panel reran)
     errors = page.locator('[data-testid="stException"]')

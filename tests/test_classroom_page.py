@@ -123,7 +123,10 @@ def test_a_learner_may_have_one_run_waiting_cancel_it_and_the_teacher_clears_the
     assert job_registry().waiting.runs() == [] and not second.button(key="tr_start").disabled
 
     start(second, "again")
-    third = start(learner(), "third")
+    third = learner(lang="zh")
+    start(third, "third")
+    assert "**third** 正在排队等待训练：队列中第 2 位，共 2 个" in " ".join(texts(third.info))
+    assert third.button(key=f"tr_cancel_{job_registry().waiting.runs()[1].id}")
     assert [run.name for run in job_registry().waiting.runs()] == ["again", "third"]
     assert not [b for b in third.button if b.key == "tr_clear_queue"]
     boss = teacher()
