@@ -44,7 +44,8 @@ formats = {"characters to target": "{:,.0f}", "seconds to target": "{:.0f}", "×
 table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map(
     lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(names).fillna("—")},
     **{column: table[column].map(lambda v, f=f: "—" if pd.isna(v) else f.format(v)) for column, f in formats.items()})
-st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table")
+st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table",
+             height=36 * (len(table) + 1) + 3)  # every rung in view, no inner scrolling
 ratios = speedrun.ladder_table(runs).set_index("rung")["× tutorial"]
 st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))
 x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
