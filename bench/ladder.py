@@ -5,12 +5,11 @@
 
 Each rung's whole-val loss is taken at checkpoints, off the clock; its time to the target (the first rung's final
 loss, the tutorial recipe through gptcore) is the training wall time at the first checkpoint at or below it. Needs
-../shared/data/tinystories-1M.txt; writes artifacts/ladder.csv.
+../shared/data/tinystories-1M.txt; writes artifacts/ladder.csv and a Plotly figure beside it.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from gptcore.recipes import Recipe
 from gptcore.threads import CORES
 
 from .common import ARTIFACTS, TINYSTORIES, cpu_name, load_summary, thread_summary
-from .time_to_loss import print_checkpoint, time_to_loss, train_recipe
+from .time_to_loss import print_checkpoint, time_to_loss, train_recipe, write_curves
 
 
 def print_table(table: pd.DataFrame, target: float) -> None:
@@ -76,12 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     curves = time_to_loss(text, runs, args.points, print_checkpoint, args.threads)
     target = curves[LADDER[0].key].val[-1]
     print_table(ladder_table(LadderRuns(cpu_name(), CORES, "", target, curves)), target)
-    ARTIFACTS.mkdir(exist_ok=True)
-    with open(ARTIFACTS / "ladder.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["rung", "step", "seconds", "val_loss"])
-        for c in curves.values():
-            writer.writerows([c.name, s, f"{t:.2f}", f"{v:.5f}"] for s, t, v in zip(c.step, c.seconds, c.val))
+    csv_path, html_path = write_curves(curves, target, ARTIFACTS, "ladder")
+    print(f"curves: {csv_path}, {html_path}")
     if args.ship:
         ship(curves, target)
         print(f"wrote {LADDER_CURVES}")

@@ -166,12 +166,13 @@ def print_checkpoint(curve: Curve) -> None:
           flush=True)
 
 
-def write_curves(curves: dict[str, Curve], target: float, out_dir: Path) -> tuple[Path, Path]:
-    """time_to_loss.csv and an interactive Plotly figure, time_to_loss.html, in out_dir."""
+def write_curves(curves: dict[str, Curve], target: float, out_dir: Path,
+                 stem: str = "time_to_loss") -> tuple[Path, Path]:
+    """<stem>.csv and an interactive Plotly figure, <stem>.html, in out_dir."""
     import plotly.graph_objects as go
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, html_path = out_dir / "time_to_loss.csv", out_dir / "time_to_loss.html"
+    csv_path, html_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.html"
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["recipe", "step", "seconds", "val_loss"])

@@ -7,13 +7,11 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from gptcore.describe import format_duration
+
 from .i18n import say, t
 from .jobs import JobRefused
 from .ui import job_progress, job_registry
-
-
-def format_seconds(s) -> str:
-    return "—" if s is None else f"{int(s) // 60}:{int(s) % 60:02d}"
 
 
 def start_race(kind: str, fn: Callable, threads: int = 0) -> None:
@@ -48,6 +46,6 @@ def race_header(job, snap, title: str, stop_key: str) -> None:
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(t("ui.race.steps"), f"{data.get('steps_done', 0)} / {data.get('steps_total', 0)}")
     m2.metric(t("ui.race.speed"), f"{data.get('tokens_per_s', 0):,.0f}")
-    m3.metric(t("ui.race.eta"), format_seconds(data.get("eta_s")) if snap.active else
+    m3.metric(t("ui.race.eta"), say(format_duration(data.get("eta_s"))) if snap.active else
               t("ui.race.done") if snap.status == "finished" else "—")
     m4.metric(t("ui.race.status"), status)

@@ -38,7 +38,8 @@ names = {r.key: rung_name(r.key) for r in LADDER}
 # --- 1 · the ladder, measured -----------------------------------------------------------------------------
 st.header(t("faster_training.ladder.header"))
 st.markdown(t("faster_training.ladder.text", target=runs.target))
-table = speedrun.ladder_table(runs).drop(columns=["steps", "step to target", "final seconds"])
+measured = speedrun.ladder_table(runs)
+table = measured.drop(columns=["steps", "step to target", "final seconds"])
 formats = {"characters to target": "{:,.0f}", "seconds to target": "{:.0f}", "× tutorial": "{:.2f}",
            "final val loss": "{:.4f}"}
 table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map(
@@ -46,7 +47,7 @@ table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map
     **{column: table[column].map(lambda v, f=f: "—" if pd.isna(v) else f.format(v)) for column, f in formats.items()})
 st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table",
              height=36 * (len(table) + 1) + 3)  # every rung in view, no inner scrolling
-ratios = speedrun.ladder_table(runs).set_index("rung")["× tutorial"]
+ratios = measured.set_index("rung")["× tutorial"]
 st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))
 x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
              format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
