@@ -731,12 +731,17 @@ MAX_RETOLD = 8  # spans said again in one story, at most
 def _retold_material(seed: int) -> tuple[list[str], list[str]]:
     """(words, sentences) to say again: the most widespread words of other stories (those of seed + 100), and
     their sentences of one line."""
-    stories = generate_stories(300_000, seed=seed + 100).split(SEPARATOR)
+    stories = generate_stories(1_500_000, seed=seed + 100).split(SEPARATOR)
     spread = Counter(w for story in stories for w in set(re.findall(r"\b[a-z]{2,}\b", story)))
     sentences = [s.strip() for story in stories for line in story.split("\n")
                  for s in re.split(r"(?<=[.!?])\s+", line)]
     lo, hi = RETOLD_SENTENCE
-    return widespread(spread, RETOLD_WORDS), [s for s in sentences if lo <= len(s) <= hi]
+    return widespread(spread, RETOLD_WORDS), [s for s in sentences if lo <= len(s) <= hi and _plain(s)]
+
+
+def _plain(sentence: str) -> bool:
+    """A sentence of ordinary words, no quote and no code of the echo games in it."""
+    return re.fullmatch(r"[A-Z]?[a-z']+(,? [A-Z]?[a-z']+)*[.!?]", sentence) is not None
 
 
 def widespread(spread: Counter, n: int) -> list[str]:
@@ -752,18 +757,24 @@ def _few_letters(rng: random.Random) -> str:
     return "".join(rng.choices(letters, k=rng.randint(16, 50))).strip() or "ab"
 
 
+def as_typed(sentence: str) -> str:
+    """A sentence the way people often type one into a box: no capital to start, no closing mark."""
+    return sentence[:1].lower() + sentence[1:].rstrip(".!?")
+
+
 def retelling(rng: random.Random, words: list[str], sentences: list[str]) -> str:
     """A span of text said again right after itself, with no cue: common words in a random order, a sentence of
-    another story, a line of a few letters, or a code. Only the first saying predicts the second, so copying
-    pays on ordinary words and sentences, not only on strings of noise."""
+    another story (half of them as typed), a line of a few letters, or a code. Only the first saying predicts the
+    second, so copying pays on ordinary words and sentences, not only on strings of noise."""
     kind = rng.random()
-    if kind < 0.4:
+    if kind < 0.3:
         span = _few_letters(rng)
-    elif kind < 0.67:
+    elif kind < 0.52:
         span = " ".join(rng.choice(words) for _ in range(rng.randint(3, 8)))
         span = span.capitalize() if rng.random() < 0.5 else span
     elif kind < 0.94:
         span = rng.choice(sentences)
+        span = as_typed(span) if rng.random() < 0.5 else span
     else:
         span = "".join(rng.choices(_CODE_CHARS, k=rng.randint(6, 30)))
     return rng.choice((" ", " ", " ", ". ", "\n", ", ")).join([span, span])

@@ -3,8 +3,7 @@ other's Start waits in the queue and shows its place, and still does after a rel
 through AppTest in test_classroom_page.py).
 
 The server runs with GPTCORE_CLASSROOM=1, so that each browser on this machine is a learner, as on a LAN, with a
-teacher password and a private checkpoints folder. Screenshots of the queue notice and of the runs table go to
-artifacts/."""
+teacher password and a private checkpoints folder. A screenshot of the queue notice goes to artifacts/."""
 from urllib.parse import urlencode
 
 import pytest
@@ -61,12 +60,6 @@ def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url,
     waits.reload()  # the same learner after a reload: its run is still its own to cancel
     waits.get_by_text(PLACE[lang]).wait_for(timeout=60_000)
     wait_for_app(waits)
-    waits.get_by_role("tab", name=words["training.tab_runs"]).click()
-    table = waits.locator('[data-testid="stDataFrame"]').first
-    table.wait_for(timeout=30_000)
-    table.scroll_into_view_if_needed()
-    waits.wait_for_timeout(500)  # (the table's canvas draws after it appears)
-    screenshot(waits, f"queue-{lang}-table")
 
     waits.get_by_role("button", name=words["training.queue.cancel"], exact=True).click()
     waits.get_by_text(PLACE[lang]).wait_for(state="detached", timeout=30_000)

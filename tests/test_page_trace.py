@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from page_helpers import chart, figure
+from i18n_check import english_left
+from page_helpers import chart, figure, open_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
@@ -84,6 +85,17 @@ def test_stepping_through_draws_the_traced_values(shipped, cap):
     at.button(key="trace-back").click()
     rerun(at)
     assert at.select_slider(key="trace-stage").value == index - 1
+
+
+def test_every_stage_reads_in_chinese():
+    """The stages a learner steps through in Chromium (test_browser_trace, in English), read here in Chinese."""
+    at = open_page("trace", "zh")
+    stages = at.select_slider(key="trace-stage").options
+    for index in range(1, len(stages), 7):  # (every stage kind: embedding, attention, norms, FFN, the readout)
+        at.select_slider(key="trace-stage").set_value(index)
+        rerun(at)
+        assert at.subheader[0].value.startswith(f"{index + 1}/{len(stages)} · ")
+        assert english_left(at) == [], index
 
 
 def test_play_moves_one_stage_per_interval_and_the_position_follows_a_click(shipped, cap):
