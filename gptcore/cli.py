@@ -249,11 +249,15 @@ def cmd_train(args) -> int:
     model_cfg, tc = configs
     corpus, source = training_corpus(args)
     dist = ddp.from_env(tc.device)  # under torchrun: join the other processes (None for one process)
-    try:
+    if dist is None:
         return train_here(args, out, model_cfg, tc, corpus, source, dist)
-    finally:
-        if dist is not None:
-            dist.close()
+    try:
+        code = train_here(args, out, model_cfg, tc, corpus, source, dist)
+    except BaseException:
+        dist.close(together=False)
+        raise
+    dist.close()
+    return code
 
 
 def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist) -> int:

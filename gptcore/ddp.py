@@ -84,8 +84,12 @@ class Distributed:
         ids = [self.device.index] if self.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids)
 
-    def close(self) -> None:
+    def close(self, together: bool = True) -> None:
+        """Leave the process group; together, after every process has got here (one that tears its Gloo
+        connections down while another still uses them can abort on exit). A failed process leaves alone."""
         if dist.is_initialized():
+            if together:
+                dist.barrier()
             dist.destroy_process_group()
 
 

@@ -7,7 +7,7 @@ teacher password and a private checkpoints folder. A screenshot of the queue not
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import after_rerun, screenshot, wait_for_app
+from browser_support import after_rerun, screenshot, wait_for_app, wait_until_drawn
 
 from explorer.classroom import CLASSROOM_VARIABLE, PASSWORD_VARIABLE
 from explorer.forms import PREFIX
@@ -67,11 +67,28 @@ def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url,
     trains.get_by_text(f"first-{lang} · {words['ui.status.stopped']}").wait_for(timeout=60_000)
 
 
+def open_expander(page, heading: str) -> None:
+    """Open an expander by its heading; a click that lands while a busy page is still laying out is given again."""
+    from playwright.sync_api import expect
+
+    details = page.locator("details").filter(has=page.get_by_text(heading, exact=True))
+    wait_until_drawn(page)
+    for _ in range(5):
+        if details.get_attribute("open") is None:
+            page.get_by_text(heading, exact=True).click()
+        try:
+            expect(details).to_have_attribute("open", "", timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"the expander {heading!r} did not open")
+
+
 def test_the_teacher_stays_signed_in_over_a_reload(app_url, open_page):
     words = catalog("en")
     page = open_page()
     open_form(page, f"{app_url}/training", words)
-    page.get_by_text(words["training.teacher.heading"], exact=True).click()
+    open_expander(page, words["training.teacher.heading"])
     password = page.get_by_label(words["training.teacher.password"])
     password.fill(PASSWORD)
     after_rerun(page, lambda: password.press("Enter"))  # (the value reaches the server before the click)
@@ -81,7 +98,7 @@ def test_the_teacher_stays_signed_in_over_a_reload(app_url, open_page):
     page.reload()  # (the browser sends the cookies the page wrote: the same learner, still the teacher)
     page.get_by_role("button", name=words["training.form.start"]).wait_for(timeout=60_000)
     wait_for_app(page)
-    page.get_by_text(words["training.teacher.heading"], exact=True).click()
+    open_expander(page, words["training.teacher.heading"])
     signed_in.wait_for(timeout=30_000)
     page.get_by_role("button", name=words["training.teacher.sign_out"]).click()
     page.get_by_label(words["training.teacher.password"]).wait_for(timeout=30_000)
