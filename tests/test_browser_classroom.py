@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from browser_support import after_rerun, screenshot, wait_for_app, wait_until_drawn
 
-from explorer.classroom import CLASSROOM_VARIABLE, PASSWORD_VARIABLE
+from explorer.classroom import CLASSROOM_VARIABLE, PASSWORD_VARIABLE, TEACHER_COOKIE
 from explorer.forms import PREFIX
 from explorer.i18n import catalog
 from gptcore.config import GPTConfig, TrainConfig, settings
@@ -95,6 +95,8 @@ def test_the_teacher_stays_signed_in_over_a_reload(app_url, open_page):
     page.get_by_role("button", name=words["training.teacher.sign_in"]).click()
     signed_in = page.get_by_text(words["training.teacher.signed_in"])
     signed_in.wait_for(timeout=30_000)
+    # the page's script writes the teacher cookie as the run's last element: a reload before it would lose it
+    page.wait_for_function(f"() => document.cookie.includes('{TEACHER_COOKIE}=')", timeout=30_000)
     page.reload()  # (the browser sends the cookies the page wrote: the same learner, still the teacher)
     page.get_by_role("button", name=words["training.form.start"]).wait_for(timeout=60_000)
     wait_for_app(page)
