@@ -29,15 +29,24 @@ def cpu_only(monkeypatch):
     monkeypatch.setattr(device, "accelerators", lambda: [])
 
 
+# The longest files, longest first (`--durations` of a whole run): the two workers start on them and finish on the
+# short library tests, rather than one running a long file alone at the end. pytest.ini keeps this order
+# (--no-loadscope-reorder: pytest-xdist would otherwise start with the files of the most tests).
+LONGEST_FIRST = ["test_browser_training.py", "test_browser_classroom.py", "test_browser_figures.py",
+                 "test_browser_trace.py", "test_browser_inspector.py", "test_page_training.py",
+                 "test_page_faster_training.py", "test_browser_language.py", "test_i18n.py", "test_page_trace.py",
+                 "test_ddp.py"]
+
+
 def pytest_collection_modifyitems(items):
-    """The browser tests first: they are the longest files, and mostly wait, so the two workers start on them and
-    finish on the short library tests rather than one running a long browser file on alone at the end. A browser
-    test gets one more try (pytest-rerunfailures): on two busy cores a click now and then lands while Chromium is
-    still laying the page out and is lost; a real fault fails both tries."""
-    browser = {item for item in items if item.nodeid.startswith("tests/test_browser_")}
-    for item in browser:
-        item.add_marker(pytest.mark.flaky(reruns=1))
-    items.sort(key=lambda item: item not in browser)
+    """The longest files first (LONGEST_FIRST). A browser test gets one more try (pytest-rerunfailures): on two
+    busy cores a click now and then lands while Chromium is still laying the page out and is lost; a real fault
+    fails both tries."""
+    for item in items:
+        if item.nodeid.startswith("tests/test_browser_"):
+            item.add_marker(pytest.mark.flaky(reruns=1))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 # ---------------------------------------------------------------- browser tests: servers, Chromium and tabs
