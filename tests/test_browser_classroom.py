@@ -47,6 +47,9 @@ def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url,
     trains, waits = open_page(height=1200), open_page(height=1600)  # two contexts: two learners
     open_form(trains, form_url(app_url, lang, f"first-{lang}"), words).click()
     trains.get_by_text(f"first-{lang} · {words['ui.status.running']}").wait_for(timeout=60_000)
+    # paused, it still holds the one training slot, and leaves the cores to the rest of the test
+    trains.get_by_role("button", name=words["training.live.pause"], exact=True).click()
+    trains.get_by_text(f"first-{lang} · {words['ui.status.paused']}").wait_for(timeout=60_000)
 
     open_form(waits, form_url(app_url, lang, f"second-{lang}"), words).click()
     notice = waits.get_by_text(PLACE[lang])
