@@ -29,13 +29,21 @@ def cpu_only(monkeypatch):
     monkeypatch.setattr(device, "accelerators", lambda: [])
 
 
-# The longest files, longest first (`--durations` of a whole run): the two workers start on them and finish on the
-# short library tests, rather than one running a long file alone at the end. pytest.ini keeps this order
-# (--no-loadscope-reorder: pytest-xdist would otherwise start with the files of the most tests).
-LONGEST_FIRST = ["test_browser_training.py", "test_browser_classroom.py", "test_browser_figures.py",
-                 "test_browser_trace.py", "test_browser_inspector.py", "test_page_training.py",
-                 "test_page_faster_training.py", "test_browser_language.py", "test_i18n.py", "test_page_trace.py",
-                 "test_ddp.py"]
+# The longest files first (`--durations` of a whole run), a browser file and a computing one in turn: the browser
+# tests mostly wait on a server and Chromium, so each worker's waits overlap the other's computing, and the two
+# finish together on the short library tests. pytest.ini keeps this order (--no-loadscope-reorder: pytest-xdist
+# would otherwise start with the files of the most tests).
+LONGEST_FIRST = ["test_browser_training.py", "test_page_training.py", "test_browser_classroom.py",
+                 "test_page_faster_training.py", "test_browser_figures.py", "test_ddp.py", "test_browser_trace.py",
+                 "test_i18n.py", "test_browser_inspector.py", "test_page_trace.py", "test_browser_language.py",
+                 "test_bench.py"]
+
+
+@pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: a run with -p no:xdist has none)
+def pytest_xdist_auto_num_workers(config):
+    """A worker more than the cores (pytest.ini caps it at 4): the browser tests' waits leave a core idle a third
+    of the time with one worker a core."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_modifyitems(items):
