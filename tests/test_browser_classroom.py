@@ -3,7 +3,8 @@ other's Start waits in the queue and shows its place, and still does after a rel
 through AppTest in test_classroom_page.py).
 
 The server runs with GPTCORE_CLASSROOM=1, so that each browser on this machine is a learner, as on a LAN, with a
-teacher password and a private checkpoints folder. A screenshot of the queue notice goes to artifacts/."""
+teacher password and a private checkpoints folder. Its first page is a deep link, which a fresh server must still
+serve with the app's navigation. A screenshot of the queue notice goes to artifacts/."""
 from urllib.parse import urlencode
 
 import pytest
@@ -39,6 +40,17 @@ def open_form(page, url: str, words: dict):
     start.wait_for(timeout=180_000)  # (the server's first Train page of a busy machine is slow)
     wait_for_app(page)
     return start
+
+
+def test_a_deep_link_on_the_modules_fresh_server_gets_the_apps_navigation(app_url, open_page):
+    """The first test of the module, on the server the module starts (app.py has not run there yet): a link
+    straight to a page still gets the app's navigation, not Streamlit's list of the files in pages/."""
+    page = open_page()
+    page.goto(f"{app_url}/rope")
+    page.get_by_text("RoPE: position by rotation").wait_for(timeout=60_000)
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_text("Concepts").wait_for(timeout=30_000)
+    assert "sqrt d scaling" not in nav.inner_text()
 
 
 def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url, open_page):

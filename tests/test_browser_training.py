@@ -1,9 +1,8 @@
 """The Train page in Chromium: start a short run, see the loss chart grow and a sample appear, switch language
 while it trains, stop it; Start goes off for each invalid field; the form survives a reload.
 
-The tests share one server with a private checkpoints folder; its first page is a deep link, which a fresh
-server must still serve with the app's navigation. A run's form comes from the URL, as a reload gives it back
-(test_the_form_survives_a_reload proves that by typing it); the invalid fields are typed."""
+The tests share one server with a private checkpoints folder. A run's form comes from the URL, as a reload gives
+it back (test_the_form_survives_a_reload proves that by typing it); the invalid fields are typed."""
 import time
 from urllib.parse import urlencode
 
@@ -46,17 +45,6 @@ def checkpoints(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server_env(checkpoints):
     return {"GPTCORE_CHECKPOINTS": str(checkpoints)}
-
-
-def test_a_deep_link_on_the_modules_fresh_server_gets_the_apps_navigation(app_url, open_page):
-    """The first test of the module, on the server the module starts (app.py has not run there yet): a link
-    straight to a page still gets the app's navigation, not Streamlit's list of the files in pages/."""
-    page = open_page()
-    page.goto(f"{app_url}/rope")
-    page.get_by_text("RoPE: position by rotation").wait_for(timeout=60_000)
-    nav = page.locator('[data-testid="stSidebarNav"]')
-    nav.get_by_text("Concepts").wait_for(timeout=30_000)
-    assert "sqrt d scaling" not in nav.inner_text()
 
 
 CHART_POINTS = """() => {
