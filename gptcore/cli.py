@@ -256,7 +256,7 @@ def cmd_train(args) -> int:
     except BaseException:
         dist.close(together=False)
         raise
-    dist.close()
+    dist.close(together=code == 0)
     return code
 
 

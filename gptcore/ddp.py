@@ -86,10 +86,14 @@ class Distributed:
 
     def close(self, together: bool = True) -> None:
         """Leave the process group; together, after every process has got here (one that tears its Gloo
-        connections down while another still uses them can abort on exit). A failed process leaves alone."""
+        connections down while another still uses them can abort on exit). A failed process leaves alone, and a
+        barrier that a failed process has left ends with its error: then there is no one to wait for."""
         if dist.is_initialized():
             if together:
-                dist.barrier()
+                try:
+                    dist.barrier()
+                except RuntimeError:  # (DistBackendError: the other side has gone)
+                    pass
             dist.destroy_process_group()
 
 
