@@ -18,6 +18,7 @@ same step, so they stop together and process 0 saves.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -92,8 +93,9 @@ class Distributed:
             if together:
                 try:
                     dist.barrier()
-                except RuntimeError:  # (DistBackendError: the other side has gone)
-                    pass
+                except RuntimeError as e:  # (DistBackendError: the other side has gone)
+                    print(f"note: process {self.rank} left without the others, which have gone: {e}",
+                          file=sys.stderr)
             dist.destroy_process_group()
 
 
