@@ -13,6 +13,8 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from gptcore.tokenizer import END_OF_TEXT
+
 from .i18n import language_switch, say, t
 
 log = logging.getLogger(__name__)
@@ -138,7 +140,7 @@ def clear_toolbar_band(fig) -> None:
     layout.margin.t = max(layout.margin.t or 0, TOOLBAR_BAND + stacked)
 
 
-STORY_BREAK = re.compile(r"\n?<\|endoftext\|>\n?")  # gptcore.tokenizer.END_OF_TEXT with the newlines around it
+STORY_BREAK = re.compile(rf"\n?{re.escape(END_OF_TEXT)}\n?")  # the marker with the newlines around it
 
 
 def with_story_breaks(text: str) -> str:
@@ -148,7 +150,7 @@ def with_story_breaks(text: str) -> str:
 
 
 def story_break_note() -> None:
-    st.caption(t("ui.story_break_note"))
+    st.caption(t("ui.story_break_note", marker=END_OF_TEXT))
 
 
 _TORCH_LOADER = threading.Lock()  # held for good by the one thread that loads torch

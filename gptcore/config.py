@@ -289,8 +289,8 @@ class TrainConfig:
     tokenizer: str = setting("char", "Tokenizer", "char: one token per distinct character, as in the tutorial; bpe: a "
                              "byte-level BPE (GPT-2's recipe) learned from the training split, where a frequent word "
                              "becomes one token.", choices={"char": "characters", "bpe": "byte-level BPE"})
-    bpe_vocab: int = setting(4096, "BPE vocabulary", "Tokens the BPE learns: the 256 bytes, <|endoftext|>, then the "
-                             "most frequent merges up to this many.", low=257, high=100_000, step=256,
+    bpe_vocab: int = setting(4096, "BPE vocabulary", "Tokens the BPE learns: the 256 bytes, the marker between "
+                             "stories, then the most frequent merges up to this many.", low=257, high=100_000, step=256,
                              only_with=("tokenizer", ("bpe",)), option="--vocab-size")
 
     def __post_init__(self):
