@@ -1,5 +1,6 @@
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -102,10 +103,10 @@ def browser():
         yield launched
 
 
-@pytest.fixture
-def open_page(browser):
-    """open_page(width, height) gives a tab in a context of its own (no cookies or storage from another test) that
-    counts the script runs it sees (browser_support.after_rerun waits on that count)."""
+@contextmanager
+def page_opener(browser):
+    """Yield open_page(width, height): a tab in a context of its own (no cookies or storage from another) that
+    counts the script runs it sees (browser_support.after_rerun waits on that count); close them afterwards."""
     from browser_support import COUNT_RUNS
 
     contexts = []
@@ -116,6 +117,22 @@ def open_page(browser):
         contexts.append(context)
         return context.new_page()
 
-    yield open_page
-    for context in contexts:
-        context.close()
+    try:
+        yield open_page
+    finally:
+        for context in contexts:
+            context.close()
+
+
+@pytest.fixture
+def open_page(browser):
+    """Tabs of one test (page_opener)."""
+    with page_opener(browser) as opener:
+        yield opener
+
+
+@pytest.fixture(scope="module")
+def open_module_page(browser):
+    """Tabs kept over a module's tests (page_opener): a user whose cookies and runs outlast one test."""
+    with page_opener(browser) as opener:
+        yield opener

@@ -19,7 +19,7 @@ from gptcore.config import GPTConfig, TrainConfig, settings
 SIZES = {"d_model": 32, "n_layer": 1, "n_head": 2, "d_ff": 88, "context": 32, "steps": 100_000, "batch_size": 8,
          "eval_every": 50, "sample_every": 0, "checkpoint_every": 0, "threads": 1}
 PASSWORD = "chalk and cheese"
-PLACE = {"en": "is waiting to train: place 1 of 1 in the queue"}
+PLACE = "is waiting to train: place 1 of 1 in the queue"
 
 
 @pytest.fixture(scope="module")
@@ -53,33 +53,42 @@ def test_a_deep_link_on_the_modules_fresh_server_gets_the_apps_navigation(app_ur
     assert "sqrt d scaling" not in nav.inner_text()
 
 
-def test_a_second_learners_start_waits_in_the_queue_and_shows_its_place(app_url, open_page):
-    lang = "en"
-    words = catalog(lang)
-    trains, waits = open_page(height=1200), open_page(height=1600)  # two contexts: two learners
-    open_form(trains, form_url(app_url, lang, f"first-{lang}"), words).click()
-    trains.get_by_text(f"first-{lang} · {words['ui.status.running']}").wait_for(timeout=60_000)
-    # paused, it still holds the one training slot, and leaves the cores to the rest of the test
-    trains.get_by_role("button", name=words["training.live.pause"], exact=True).click()
-    trains.get_by_text(f"first-{lang} · {words['ui.status.paused']}").wait_for(timeout=60_000)
+@pytest.fixture(scope="module")
+def learners(open_module_page):
+    """Two learners of the class (two browser contexts, so two cookies), the same over the queue's two tests."""
+    return {"trains": open_module_page(height=1200), "waits": open_module_page(height=1600)}
 
-    open_form(waits, form_url(app_url, lang, f"second-{lang}"), words).click()
-    notice = waits.get_by_text(PLACE[lang])
+
+def test_a_learner_pauses_a_run_and_it_keeps_the_classs_one_training_slot(app_url, learners):
+    words, trains = catalog("en"), learners["trains"]
+    open_form(trains, form_url(app_url, "en", "first"), words).click()
+    trains.get_by_text(f"first · {words['ui.status.running']}").wait_for(timeout=60_000)
+    # paused, it still holds the one training slot (the next test queues behind it) and leaves the cores alone
+    trains.get_by_role("button", name=words["training.live.pause"], exact=True).click()
+    trains.get_by_text(f"first · {words['ui.status.paused']}").wait_for(timeout=60_000)
+
+
+def test_a_second_learners_start_waits_in_the_queue_and_keeps_its_place_over_a_reload(app_url, learners):
+    words, trains, waits = catalog("en"), learners["trains"], learners["waits"]
+    assert trains.get_by_text(f"first · {words['ui.status.paused']}").count() == 1, \
+        "the test before leaves the first learner's run paused"
+    open_form(waits, form_url(app_url, "en", "second"), words).click()
+    notice = waits.get_by_text(PLACE)
     notice.wait_for(timeout=30_000)
     cancel = waits.get_by_role("button", name=words["training.queue.cancel"], exact=True)
     assert cancel.count() == 1 and trains.get_by_role("button", name=words["training.queue.cancel"]).count() == 0
     assert waits.locator('[data-testid="stException"]').count() == 0
     notice.scroll_into_view_if_needed()
-    screenshot(waits, f"queue-{lang}-notice")
+    screenshot(waits, "queue-en-notice")
 
     waits.reload()  # the same learner after a reload: its run is still its own to cancel
-    waits.get_by_text(PLACE[lang]).wait_for(timeout=60_000)
+    waits.get_by_text(PLACE).wait_for(timeout=60_000)
     wait_for_app(waits)
 
     waits.get_by_role("button", name=words["training.queue.cancel"], exact=True).click()
-    waits.get_by_text(PLACE[lang]).wait_for(state="detached", timeout=30_000)
+    waits.get_by_text(PLACE).wait_for(state="detached", timeout=30_000)
     trains.get_by_role("button", name=words["training.live.stop"], exact=True).click()
-    trains.get_by_text(f"first-{lang} · {words['ui.status.stopped']}").wait_for(timeout=60_000)
+    trains.get_by_text(f"first · {words['ui.status.stopped']}").wait_for(timeout=60_000)
 
 
 def open_expander(page, heading: str) -> None:
