@@ -155,13 +155,17 @@ def test_the_form_survives_a_reload(app_url, open_page):
     assert shown_choice(page, EN["settings.schedule.label"]) == "cosine"
 
 
-def test_a_run_grows_the_chart_writes_samples_and_keeps_going_through_a_language_switch(app_url, open_page,
-                                                                                         checkpoints):
-    """A short run: the chart grows and samples appear. Switching to 中文 while it trains re-renders the page in
-    place: the run goes on, the live panel and the form keep their values, and Stop ends it with a checkpoint."""
+@pytest.fixture(scope="module")
+def run_page(open_module_page):
+    """The learner's tab of the run: the same over the run's two tests."""
+    return open_module_page(height=2600)
+
+
+def test_a_run_grows_the_chart_and_writes_samples_while_start_waits_its_turn(app_url, run_page):
+    """A short run: it starts, takes its step-20 sample, and a second Start would queue behind it."""
     from playwright.sync_api import expect
 
-    page = open_page(height=2600)
+    page = run_page
     page.goto(f"{app_url}/training?{form_query(tr_t_schedule='cosine', tr_name='lang-run')}")
     start = page.get_by_role("button", name=EN["training.form.start"])
     start.wait_for(timeout=180_000)  # (the server's first Train page of a busy machine is slow)
@@ -173,6 +177,15 @@ def test_a_run_grows_the_chart_writes_samples_and_keeps_going_through_a_language
     expect(start).to_be_enabled()  # a Start now waits its turn in the queue, and the page says so
     expect(page.get_by_text("is training now: a run you start waits its turn, at place 1")).to_have_count(1)
     top_screenshot(page, "training-running-en")
+
+
+def test_a_language_switch_while_it_trains_keeps_the_run_and_the_form_and_stop_saves_it(run_page, checkpoints):
+    """Switching to 中文 while the test before's run trains re-renders the page in place: the run goes on, the
+    live panel and the form keep their values, and Stop ends it with a checkpoint."""
+    from playwright.sync_api import expect
+
+    page = run_page
+    assert page.get_by_text("lang-run · running").count() == 1, "the test before leaves its run training"
     before = progress_step(page, r"step ([\d,]+) of 10,000")
     next_name = field_value(page, EN["training.form.run_name"])  # (the name moved on as the run started)
 
