@@ -79,14 +79,16 @@ def after_rerun(page, action, timeout_ms: int = 120_000, counted_ms: int = 15_00
 
 
 def open_tab(page, name: str, timeout_ms: int = 120_000) -> None:
-    """Open a lazy tab and wait until it is drawn. A click that lands while the page is still laying out can be
-    lost (the tab stays unselected), so it is given again until the tab is selected; the run that draws the tab
-    is waited for, though on a busy machine its end can come before the count is read, so a tab selected and a
-    page drawn is enough after a few seconds."""
+    """Open a lazy tab, unless it is open, and wait until it is drawn. A click that lands while the page is still
+    laying out can be lost (the tab stays unselected), so it is given again until the tab is selected; the run that
+    draws the tab is waited for, though on a busy machine its end can come before the count is read, so a tab
+    selected and a page drawn is enough after a few seconds."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     tab = page.get_by_role("tab", name=name)
     wait_until_drawn(page, timeout_ms)
+    if tab.get_attribute("aria-selected") == "true":  # open already: no run to wait for
+        return
     before = page.evaluate("window.scriptRunsFinished")
     for _ in range(5):
         tab.click()

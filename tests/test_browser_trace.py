@@ -1,5 +1,6 @@
 """The Trace page in Chromium at 1440×900: a click on a character picks the position and the step buttons move
-through the pass; in both languages, every tab draws. Screenshots go to artifacts/trace-*.png."""
+through the pass; in both languages, every tab draws and the patching tab's key pair names its path. Screenshots
+go to artifacts/trace-*.png."""
 import re
 
 import pytest
@@ -55,12 +56,22 @@ def test_a_click_picks_the_position_and_the_step_buttons_walk_the_pass(app_url, 
     full_page_screenshot(page, f"trace-{lang}-pattern", WIDTH, HEIGHT)
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_every_tab_draws_and_the_key_pair_names_its_path(app_url, open_page, lang):
-    from playwright.sync_api import expect  # (after the fixtures' require_chromium: playwright may be absent)
+@pytest.fixture(scope="module")
+def trace_tab(open_module_page, app_url):
+    """trace_tab(lang): one Trace tab a language, kept from the tab walk to the key pair."""
+    pages = {}
 
-    words = LANGUAGES[lang]
-    page = open_trace(open_page, app_url, lang)
+    def tab(lang: str):
+        if lang not in pages:
+            pages[lang] = open_trace(open_module_page, app_url, lang)
+        return pages[lang]
+
+    return tab
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_tab_draws(trace_tab, lang):
+    words, page = LANGUAGES[lang], trace_tab(lang)
     for tab, name in zip(words["tabs"], ("lens", "attribution", "ablation", "patching")):
         open_tab(page, tab)
         if name == "ablation":
@@ -72,14 +83,23 @@ def test_every_tab_draws_and_the_key_pair_names_its_path(app_url, open_page, lan
                                timeout=60_000)
         assert_no_exception(page)
         full_page_screenshot(page, f"trace-{lang}-{name}", WIDTH, HEIGHT)
+    assert (ARTIFACTS / f"trace-{lang}-patching.png").stat().st_size > 20_000
 
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_key_pair_names_its_path(trace_tab, lang):
+    """On the patching tab the test before leaves open: the pair whose answer comes back through the induction
+    head's keys alone."""
+    from playwright.sync_api import expect  # (after the fixtures' require_chromium: playwright may be absent)
+
+    words, page = LANGUAGES[lang], trace_tab(lang)
+    open_tab(page, words["tabs"][3])  # (open already after the test before, unless this one runs alone)
     pair = page.get_by_role("combobox", name=words["pair"], exact=True)
     pair.click()
-    page.keyboard.type(words["key_pair"])  # the pair whose answer comes back through the induction head's keys alone
+    page.keyboard.type(words["key_pair"])
     after_rerun(page, lambda: page.keyboard.press("Enter"))
     expect(pair).to_have_value(words["key_pair"])
     # the side grid's caption names the path: the previous-token head into the induction head's keys
     expect(page.get_by_text(re.compile("L2H0 → L3H2")).first).to_be_visible(timeout=60_000)
     assert_no_exception(page)
     full_page_screenshot(page, f"trace-{lang}-patching-key", WIDTH, HEIGHT)
-    assert (ARTIFACTS / f"trace-{lang}-patching.png").stat().st_size > 20_000
