@@ -161,8 +161,9 @@ def run_page(open_module_page):
     return open_module_page(height=2600)
 
 
-def test_a_run_grows_the_chart_and_writes_samples_while_start_waits_its_turn(app_url, run_page):
-    """A short run: it starts, takes its step-20 sample, and a second Start would queue behind it."""
+def test_a_run_starts_and_writes_samples_while_start_waits_its_turn(app_url, run_page):
+    """A short run: it starts, takes its step-20 sample, and a second Start would queue behind it (the test after
+    watches its chart grow)."""
     from playwright.sync_api import expect
 
     page = run_page
