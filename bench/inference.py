@@ -14,6 +14,7 @@ import torch
 
 from gptcore.config import GPTConfig
 from gptcore.device import DEVICES, describe, resolve, synchronize
+from gptcore.generate import stream
 from gptcore.step import estimate_loss, evaluate
 from gptcore.train import build_model
 
@@ -31,7 +32,7 @@ def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int,
     val_ids = torch.randint(cfg.vocab_size, (val_chars,), generator=gen)
 
     def generate(use_cache):
-        return lambda: list(model.stream(prompt, gen_chars, generator=torch.Generator(device).manual_seed(0),
+        return lambda: list(stream(model, prompt, gen_chars, generator=torch.Generator(device).manual_seed(0),
                                          use_cache=use_cache))
 
     def synced(fn):  # a GPU queues work: wait for it, so the clock measures it

@@ -18,6 +18,7 @@ import torch
 
 from gptcore import checkpoint as ckpt
 from gptcore.corpus import BUILTIN_DEFAULT_CHARS, SEPARATOR, generate_stories
+from gptcore.generate import stream
 
 PROMPTS = ("Once upon a time", "One day, a little", "The dog", "Mom said, \"")
 WORD = re.compile(r"[A-Za-z0-9]+")
@@ -35,7 +36,7 @@ def samples(path: str, chars: int, temperature: float, seed: int = 0) -> str:
     for i, prompt in enumerate(PROMPTS):
         ids = torch.tensor([tok.encode(prompt)])
         gen = torch.Generator().manual_seed(seed + i)
-        new = list(model.stream(ids, chars // len(PROMPTS), temperature=temperature, generator=gen))
+        new = list(stream(model, ids, chars // len(PROMPTS), temperature=temperature, generator=gen))
         out.append(tok.decode(new))
     return "\n".join(out).replace(SEPARATOR.strip(), " ")
 

@@ -30,15 +30,19 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
+from .capacity import check_loadable, meta_model
 from .config import ConfigError, GPTConfig
 from .errors import Message, UserError, message
 from .folders import CheckpointError
 from .meta import checked_fields
-from .model import GPT, check_buildable, meta_model
+from .model import GPT
 from .optim import state_slots
 from .tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 
 FORMAT = "gptcore-checkpoint-1"
+
+
+TIED = "head.weight"  # with tie_embeddings, the output head's weight is emb.weight itself
 
 
 class DiskFull(CheckpointError):
@@ -202,7 +206,8 @@ def library_versions() -> dict[str, str]:
 
 
 def _weights_writer(model: GPT, tokenizer: Tokenizer, step: int):
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}  # device-free files
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()  # device-free files
+               if not (k == TIED and model.cfg.tie_embeddings)}  # a tied head is the embedding: stored once
     meta = _weights_metadata(model, tokenizer, step)
     return _safetensors_writer(tensors, meta)
 
@@ -311,9 +316,11 @@ def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
                               "expects a vocabulary of {vocab}", path=path, chars=tokenizer.vocab_size,
                               vocab=cfg.vocab_size)
     try:
-        check_buildable(cfg)
+        check_loadable(cfg)
     except ConfigError as e:
         raise CheckpointError("checkpoint.unbuildable", "{path}: {reason}", path=path, reason=e.message) from None
+    if cfg.tie_embeddings and "emb.weight" in tensors:
+        tensors[TIED] = tensors["emb.weight"]
     check_shapes(path, tensors, {k: tuple(v.shape) for k, v in meta_model(cfg).state_dict().items()})
     check_values(path, tensors)
     model = GPT(cfg)

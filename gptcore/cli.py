@@ -29,6 +29,7 @@ from .errors import UserError, printable
 from .events import DivergingEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
 from .failures import Diverged, diverged_message, diverging_message
 from .folders import safe_name
+from .generate import stream
 from .prepare import TOKENS, is_prepared, open_prepared
 from .recipes import RECIPES
 from .runs import continued_run, new_run
@@ -366,7 +367,7 @@ def cmd_sample(args) -> int:
         return 2
     device = resolve(args.device or "auto")
     gen = torch.Generator(device).manual_seed(args.seed)
-    out = loaded.model.to(device).stream(torch.tensor([ids], device=device), args.chars,
+    out = stream(loaded.model.to(device), torch.tensor([ids], device=device), args.chars,
                                          temperature=args.temperature, top_k=args.top_k, generator=gen)
     sys.stdout.write(args.prompt)
     for text in loaded.tokenizer.stream(out):  # (a character split over two BPE tokens is written whole)

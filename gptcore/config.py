@@ -131,15 +131,22 @@ def swiglu_hidden(d_model: int, multiple: int = 8) -> int:
 @dataclass
 class GPTConfig:
     vocab_size: int = setting(74, "Vocabulary", "Distinct tokens (the corpus's characters for the char tokenizer): "
-                              "one row of the embedding and one of the output head each.", low=1, high=100_000,
+                              "one row of the embedding and one of the output head each.", low=1, high=262_144,
                               cli=False, widget=False)
     d_model: int = setting(128, "Width d_model", "Size of every token vector in the residual stream.",
                            low=1, high=4096, step=8)
     n_layer: int = setting(4, "Layers", "Transformer blocks stacked on the residual stream.", low=1, high=64, step=1)
     n_head: int = setting(4, "Heads", "Attention heads per layer; each works on its own d_model / n_head channels "
                           "of the projected queries, keys and values.", low=1, high=64, step=1)
+    n_kv_head: int = setting(0, "Key/value heads", "Grouped-query attention: the query heads share this many key and "
+                             "value heads, a group of n_head / n_kv_head queries reading one key and one value (a "
+                             "smaller KV cache). 0 = one per query head, plain multi-head attention.",
+                             low=0, high=64, step=1)
+    head_dim: int = setting(0, "Head width d_head", "Channels per head; 0 = d_model / n_head. Some real models "
+                            "(Qwen3) choose it freely, so the heads together need not be d_model wide.",
+                            low=0, high=1024, step=8, widget=False)
     d_ff: int = setting(344, "FFN width d_ff", "Hidden width of the feed-forward block (SwiGLU keeps 8·d² "
-                        "parameters at 8/3·d_model).", low=1, high=16384, step=8)
+                        "parameters at 8/3·d_model).", low=1, high=65536, step=8)
     context: int = setting(128, "Context (tokens)", "How many previous tokens (characters for the char tokenizer) "
                            "the model can see.",
                            low=1, high=8192, step=8)
@@ -157,17 +164,39 @@ class GPTConfig:
                             choices={"rope": "RoPE", "learned": "learned (GPT-2)", "none": "none"})
     rope_theta: float = setting(10000.0, "RoPE θ", "Base of the rotation frequencies θ_i = θ^(−2i/d_head).",
                                 low=1.0, high=1e9, low_open=True, step=1000.0, only_with=("position", ("rope",)))
+    rope_scaling: str = setting("none", "RoPE scaling", "Stretches the rotations for contexts longer than the model "
+                                "was first trained on: linear divides every frequency by the factor; llama3 (Llama "
+                                "3.1) divides only the slow ones, blending in between.",
+                                choices={"none": "none", "linear": "linear", "llama3": "Llama 3"},
+                                only_with=("position", ("rope",)), widget=False)
+    rope_factor: float = setting(1.0, "RoPE scaling factor", "How much longer the context is than the original.",
+                                 low=1.0, high=1024.0, only_with=("rope_scaling", ("linear", "llama3")), widget=False)
+    rope_low_freq_factor: float = setting(1.0, "RoPE low-frequency factor", "llama3 scaling: wavelengths above "
+                                          "original context / this are divided by the factor.", low=0.0,
+                                          high=1024.0, low_open=True, only_with=("rope_scaling", ("llama3",)),
+                                          widget=False)
+    rope_high_freq_factor: float = setting(4.0, "RoPE high-frequency factor", "llama3 scaling: wavelengths below "
+                                           "original context / this keep their frequency.", low=0.0, high=1024.0,
+                                           low_open=True, only_with=("rope_scaling", ("llama3",)), widget=False)
+    rope_original_context: int = setting(8192, "RoPE original context", "llama3 scaling: the context the model "
+                                         "was first trained with.", low=1, high=1 << 20,
+                                         only_with=("rope_scaling", ("llama3",)), widget=False)
     scale_attention: bool = setting(True, "Divide q·k by √d_head", "Keeps the attention scores' spread independent "
                                     "of the head width.")
     ffn: str = setting("swiglu", "Feed-forward", "SwiGLU: a gated MLP with three matrices; ReLU and GELU: the "
                        "classic two-matrix MLP, and ReLU² squares ReLU's output.",
                        choices={"swiglu": "SwiGLU", "relu": "ReLU", "gelu": "GELU", "relu2": "ReLU²"})
+    qkv_bias: bool = setting(False, "q/k/v biases", "Add a learned bias to the query, key and value projections "
+                             "(Qwen2 does; LLaMA does not).", widget=False)
     qk_norm: bool = setting(False, "QK-norm", "RMS-normalize each head's queries and keys (each with a learned gain) "
                             "before their dot product, so the attention scores cannot drift large as training goes "
                             "on; it lets the learning rate go higher.")
     zero_init: bool = setting(False, "Zero-init output matrices", "Start W_O and the FFN's output matrix at zero: "
                               "every block begins by adding nothing to the residual stream, and training grows its "
                               "contribution.")
+    tie_embeddings: bool = setting(False, "Tie embeddings", "The output head reuses the embedding matrix "
+                                   "(transposed) instead of its own: vocab_size · d_model fewer weights, which is a "
+                                   "large share of a small model with a big vocabulary (SmolLM2).")
     causal: bool = setting(True, "Causal mask", "False only to demonstrate what leaks without the mask.",
                            cli=False, widget=False)
 
@@ -176,24 +205,35 @@ class GPTConfig:
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_head
+        return self.head_dim or self.d_model // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head or self.n_head
 
     @property
     def n_params(self) -> int:
         """How many weights GPT(self) has, from the shapes alone (the Assembled GPT page derives it term by term;
         a test checks it against the built model)."""
         d, norm = self.d_model, self.d_model * (1 if self.norm == "rms" else 2)  # LayerNorm adds a bias β
+        qkv = (self.n_head + 2 * self.kv_heads) * self.d_head  # queries, then the shared keys and values
+        attention = d * qkv + self.n_head * self.d_head * d + (qkv if self.qkv_bias else 0)
         qk_gains = 2 * self.d_head if self.qk_norm else 0
-        block = 4 * d * d + (3 if self.ffn == "swiglu" else 2) * d * self.d_ff + 2 * norm + qk_gains
+        block = attention + (3 if self.ffn == "swiglu" else 2) * d * self.d_ff + 2 * norm + qk_gains
         positions = self.context * d if self.position == "learned" else 0
         final_norm = norm if self.norm_placement == "pre" else 0
-        return 2 * self.vocab_size * d + positions + self.n_layer * block + final_norm  # embedding and head
+        head = 0 if self.tie_embeddings else self.vocab_size * d
+        return self.vocab_size * d + head + positions + self.n_layer * block + final_norm
 
     def validate(self) -> None:
         check_fields(self, ConfigError)
-        if self.d_model % self.n_head:
+        if not self.head_dim and self.d_model % self.n_head:
             raise ConfigError("config.heads_divide", "d_model ({d_model}) must be divisible by n_head ({n_head})",
                               d_model=self.d_model, n_head=self.n_head)
+        if self.n_head % self.kv_heads:
+            raise ConfigError("config.kv_heads_divide", "n_head ({n_head}) must be a multiple of n_kv_head "
+                              "({n_kv_head}): each key/value head serves a whole group of query heads",
+                              n_head=self.n_head, n_kv_head=self.kv_heads)
         if self.position == "rope" and self.d_head % 2:
             raise ConfigError("config.rope_odd", "RoPE rotates channel pairs, so d_head ({d_head}) must be even",
                               d_head=self.d_head)

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from . import checkpoint as ckpt
 from . import copying
 from .errors import InputError
-from .model import GPT, check_sampling
+from .generate import check_sampling, stream
+from .model import GPT
 from .tokenizer import Tokenizer, visible
 
 # An ordinary sentence said twice, as a learner might type it: at its second saying, copying is what predicts
@@ -244,7 +245,7 @@ def generate(model: GPT, tokenizer: Tokenizer, prompt: str, n_chars: int, temper
     device = next(model.parameters()).device
     generator = torch.Generator(device).manual_seed(seed)
     with MODEL_LOCK:
-        new = list(model.stream(torch.tensor([ids], device=device), n_chars, temperature=temperature, top_k=top_k,
+        new = list(stream(model, torch.tensor([ids], device=device), n_chars, temperature=temperature, top_k=top_k,
                                 generator=generator))
     return tokenizer.decode(new)
 

@@ -28,8 +28,9 @@ import torch
 import torch.nn.functional as F
 
 from .errors import InputError
+from .generate import sample_next
 from .inspector import MODEL_LOCK, sampling_distribution
-from .model import GPT, Attention, Block, FeedForward, RMSNorm, RMSNormFunction, apply_rope, sample_next
+from .model import GPT, Attention, Block, FeedForward, RMSNorm, RMSNormFunction, apply_rope
 from .tokenizer import Tokenizer
 
 Progress = Callable[[int, int], None]  # (done, total)

@@ -1,4 +1,5 @@
-"""The tutorial's LLaMA-style GPT, with its ablation switches, hook points and a KV cache.
+"""The tutorial's LLaMA-style GPT, with its ablation switches, the options real LLaMA-family models need, and
+hook points.
 
 Module creation order matches the tutorial's `gpt.py` (embedding, then per block qkv, proj, w1, w3, w2,
 then head), so with the same seed PyTorch's default init draws the very same weights.
@@ -6,15 +7,14 @@ then head), so with the same seed PyTorch's default init draws the very same wei
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import ConfigError, GPTConfig
-from .errors import InputError
+from .config import GPTConfig
 
 
 class HookPoint(nn.Module):
@@ -80,9 +80,26 @@ def rope_frequencies(d_head: int, theta: float = 10000.0) -> torch.Tensor:
     return theta ** (-torch.arange(0, d_head, 2) / d_head)
 
 
-def rope_tables(positions: torch.Tensor, d_head: int, theta: float = 10000.0):
+def scaled_frequencies(cfg: GPTConfig) -> torch.Tensor:
+    """The model's RoPE speeds, stretched for a longer context when cfg.rope_scaling asks.
+
+    linear slows every pair by the factor. llama3 slows only the pairs whose wavelength 2π/θ_i is longer than the
+    original context / low_freq_factor, keeps those shorter than original / high_freq_factor, and blends between."""
+    freq = rope_frequencies(cfg.d_head, cfg.rope_theta)
+    if cfg.rope_scaling == "linear":
+        return freq / cfg.rope_factor
+    if cfg.rope_scaling == "llama3":
+        turns = cfg.rope_original_context * freq / (2 * math.pi)  # how often each pair turns over the old context
+        low, high = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+        blend = ((turns - low) / (high - low)).clamp(0, 1) if high != low else (turns >= high).to(freq.dtype)
+        return freq / cfg.rope_factor * (1 - blend) + freq * blend
+    return freq
+
+
+def rope_tables(positions: torch.Tensor, d_head: int, theta: float = 10000.0, freq: torch.Tensor | None = None):
     """cos and sin of position·θ_i, shape (len(positions), d_head/2)."""
-    angles = positions[:, None] * rope_frequencies(d_head, theta)[None, :]
+    freq = rope_frequencies(d_head, theta) if freq is None else freq
+    angles = positions[:, None] * freq[None, :]
     return angles.cos(), angles.sin()
 
 
@@ -108,17 +125,20 @@ def _hook_pair(qk: torch.Tensor, hook_q: HookPoint, hook_k: HookPoint) -> torch.
 class Attention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head, self.causal = cfg.n_head, cfg.causal
+        self.n_head, self.n_kv_head, self.d_head, self.causal = cfg.n_head, cfg.kv_heads, cfg.d_head, cfg.causal
         self.scale = 1 / math.sqrt(cfg.d_head) if cfg.scale_attention else 1.0
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)  # one matmul instead of three
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)  # W_O
+        # one matmul instead of three: n_head query rows, then n_kv_head key rows and as many value rows
+        self.qkv = nn.Linear(cfg.d_model, (cfg.n_head + 2 * cfg.kv_heads) * cfg.d_head, bias=cfg.qkv_bias)
+        self.proj = nn.Linear(cfg.n_head * cfg.d_head, cfg.d_model, bias=False)  # W_O
         # QK-norm: q and k of fixed RMS, so the scores' size is set by the two learned gains, not by how large the
         # weights grow
-        self.qk_norm = nn.ModuleList([RMSNorm(cfg.d_head), RMSNorm(cfg.d_head)]) if cfg.qk_norm else None
+        self.qk_norm = nn.ModuleList([RMSNorm(cfg.d_head, cfg.norm_eps), RMSNorm(cfg.d_head, cfg.norm_eps)]) \
+            if cfg.qk_norm else None
         # Hook points. Per-head vectors are (B, T, H, d_head): q, k (after QK-norm, if on) and v before RoPE, rot_q,
         # rot_k after it, z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each
         # head's share of the output after W_O. scores (pre-softmax, scaled and masked) and pattern are
-        # (B, H, T_query, T_key).
+        # (B, H, T_query, T_key). With grouped keys and values, k and v are already given to every query head of
+        # the group, so each head is read and changed the same way whatever the grouping.
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
         self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
@@ -127,15 +147,21 @@ class Attention(nn.Module):
     def project(self, x):
         """(qk, v) of x (B, T, d_model): q and k stacked (B, T, 2, H, d_head), QK-normed when on; v (B, T, 1, H,
         d_head). Before RoPE."""
-        B, T, C = x.shape
-        # (B, T, 3C) -> (B, T, {q,k,v}, H, d_head): each head attends inside its own d_head-dim subspace
-        qk, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).split([2, 1], dim=2)  # trace: qkv
+        B, T, _ = x.shape
+        H, G, D = self.n_head, self.n_kv_head, self.d_head
+        qkv = self.qkv(x)  # trace: qkv
+        if G == H:  # (B, T, 3·H·D) -> (B, T, {q,k,v}, H, D) as one view: no copy
+            qk, v = qkv.view(B, T, 3, H, D).split([2, 1], dim=2)
+        else:  # each key/value head serves H / G query heads: repeat it for each of them
+            q, k, v = qkv.split([H * D, G * D, G * D], dim=-1)
+            k, v = (t.view(B, T, G, D).repeat_interleave(H // G, dim=2) for t in (k, v))
+            qk, v = torch.stack([q.view(B, T, H, D), k], 2), v[:, :, None]
         if self.qk_norm is not None:
             qk = torch.stack([norm(t) for norm, t in zip(self.qk_norm, qk.unbind(2))], 2)  # trace: qk_norm
         return qk, v
 
     def forward(self, x, rope=None, cache=None):
-        B, T, C = x.shape
+        B, T, _ = x.shape
         qk, v = self.project(x)
         qk = _hook_pair(qk, self.hook_q, self.hook_k)
         if rope is not None:  # q and k rotated together, in one kernel
@@ -157,7 +183,7 @@ class Attention(nn.Module):
         if self.hook_result.active:
             return self.hook_result(self._per_head(z)).sum(2)
         # transpose left z non-contiguous, so .view would fail: reshape copies when it must
-        return self.proj(z.reshape(B, T, C))  # trace: proj
+        return self.proj(z.reshape(B, T, -1))  # trace: proj
 
     def _explicit(self, q, k, v, causal: bool):
         """softmax(q·kᵀ·scale + M)·v written out, so the scores and weights can pass through their hook points."""
@@ -227,18 +253,6 @@ class Block(nn.Module):
         return self.hook_resid_post(self.hook_ln2_out(self.ln2(x + self.hook_ffn_out(self.ffn(x)))))
 
 
-class LayerCache:
-    """Keys and values already computed for one layer, so each new token costs one position, not T."""
-
-    def __init__(self):
-        self.k = self.v = None
-
-    def extend(self, k, v):
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
-
-
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -253,10 +267,12 @@ class GPT(nn.Module):
         # Pre-norm lets the residual stream grow layer after layer, so it needs one last norm.
         self.ln_f = make_norm(cfg) if cfg.norm_placement == "pre" else nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:  # logits = x · Eᵀ: a token's output row is its input row (after the head's own draw,
+            self.head.weight = self.emb.weight  # so an untied model's random numbers stay the same)
         # (B, T, d_model): token embedding rows, learned position rows (if any), the final norm's output
         self.hook_embed, self.hook_pos_embed, self.hook_ln_f_out = HookPoint(), HookPoint(), HookPoint()
         if cfg.position == "rope":  # computed once, not on every forward as in the tutorial's sketch
-            cos, sin = rope_tables(torch.arange(cfg.context), cfg.d_head, cfg.rope_theta)
+            cos, sin = rope_tables(torch.arange(cfg.context), cfg.d_head, freq=scaled_frequencies(cfg))
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
 
@@ -318,97 +334,3 @@ class GPT(nn.Module):
             logits, _ = self(idx)
         return logits, store
 
-    def stream(self, idx: torch.Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
-               generator: torch.Generator | None = None, use_cache: bool = True) -> Iterator[int]:
-        """Yield n_new sampled token ids continuing idx (1, T).
-
-        The model sees at most `context` tokens, as in the tutorial's idx[:, -ctx:]. Without the cache,
-        every step is a fresh forward over that window. With the KV cache, each new token costs one
-        position; when the window is full, the cache is rebuilt from the newest 3/4 of it. Keys of
-        deeper layers carry what their token saw, so simply evicting the oldest key would leak evicted
-        text into the window; rebuilding keeps every step an exact forward over a window of 3/4·ctx
-        to ctx tokens, at the cost of one prefill every ctx/4 tokens.
-        """
-        check_sampling(temperature, top_k)  # here: inside the generator it would wait for the first next()
-        return self._stream(idx, n_new, temperature, top_k, generator, use_cache)
-
-    @torch.inference_mode()  # cheaper than no_grad per op, and only token ids leave this generator
-    def _stream(self, idx, n_new, temperature, top_k, generator, use_cache) -> Iterator[int]:
-        ctx = self.cfg.context
-        window = idx[:, -ctx:]
-        caches, logits = self._prefill(window, use_cache)
-        for i in range(n_new):
-            nxt = sample_next(logits[:, -1], temperature, top_k, generator)
-            yield int(nxt)
-            if i == n_new - 1:
-                break
-            window = torch.cat([window, nxt], 1)
-            if not use_cache:
-                window = window[:, -ctx:]
-                logits, _ = self(window)
-            elif window.shape[1] > ctx:
-                window = window[:, -(ctx - ctx // 4):]
-                caches, logits = self._prefill(window, use_cache)
-            else:
-                logits, _ = self(nxt, caches=caches, start=window.shape[1] - 1)
-
-    def _prefill(self, window, use_cache: bool):
-        """(fresh per-layer caches or None, logits) for a forward over window."""
-        caches = [LayerCache() for _ in self.blocks] if use_cache else None
-        return caches, self(window, caches=caches)[0]
-
-    def generate(self, idx, n_new: int, **kw) -> torch.Tensor:
-        """idx with n_new sampled tokens appended."""
-        new = list(self.stream(idx, n_new, **kw))
-        return torch.cat([idx, torch.tensor([new], dtype=idx.dtype)], 1)
-
-
-def meta_model(cfg: GPTConfig) -> GPT:
-    """The model for cfg on PyTorch's meta device: exact shapes and counts, no memory, no random draws."""
-    with torch.device("meta"):
-        return GPT(cfg)
-
-
-# GPTConfig's per-field limits allow GPT-3-sized shapes (the concept pages count their parameters); real weights
-# are capped here. 100M parameters are 0.4 GB in fp32 (1.6 GB with AdamW's state), far past what trains on a CPU.
-MAX_PARAMS = 100_000_000
-
-
-def check_buildable(cfg: GPTConfig) -> int:
-    """Refuse, before any memory is allocated, a config whose weights would not fit the cap; its parameter count."""
-    n = cfg.n_params
-    if n > MAX_PARAMS:
-        raise ConfigError("model.too_big", "this model would have {n:,} parameters ({gb:.1f} GB of weights); the "
-                          "limit is {limit:,}. Use a smaller d_model, d_ff, n_layer or vocabulary.",
-                          n=n, gb=n * 4 / 1e9, limit=MAX_PARAMS)
-    return n
-
-
-class NonFiniteLogits(ValueError):
-    """Sampling met NaN or infinite logits: the weights, not the request, are at fault."""
-
-
-def check_sampling(temperature: float, top_k: int | None) -> None:
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature) \
-            or temperature < 0:
-        raise InputError("model.bad_temperature", "temperature must be a finite number, 0 or more (0 = always the "
-                         "most likely character), got {value}", value=repr(temperature))
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
-        raise InputError("model.bad_top_k", "top_k must be a whole number, 0 (off) or more, got {value}",
-                         value=repr(top_k))
-
-
-def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Tensor:
-    """Draw one token per row from softmax(logits / temperature), optionally among the top k only.
-
-    Temperature 0, or one so small that logits / temperature overflows, picks the most likely token."""
-    if not torch.isfinite(logits).all():
-        raise NonFiniteLogits("the model's outputs are NaN or infinite: its weights are broken (a diverged run?)")
-    scaled = logits / temperature if temperature else None  # trace: temperature
-    if scaled is None or not torch.isfinite(scaled).all():
-        return logits.argmax(-1, keepdim=True)  # trace: argmax
-    logits = scaled
-    if top_k and top_k < logits.shape[-1]:  # (0 or None: every token)
-        kth = torch.topk(logits, top_k).values[..., -1, None]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator)  # trace: sample

@@ -20,7 +20,7 @@ KINDS = ("char", "bpe")
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
 END_OF_TEXT = "<|endoftext|>"  # TinyStories' story separator, and our built-in corpus's: one token in a BPE
 BPE_MIN_VOCAB = 257  # the 256 bytes and the end-of-text token, before any merge
-BPE_MAX_VOCAB = 100_000  # GPTConfig's vocabulary limit
+BPE_MAX_VOCAB = 100_000  # the largest vocabulary a BPE is trained to here
 
 
 class TokenizerError(UserError, ValueError):

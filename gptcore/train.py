@@ -22,6 +22,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import failures
+from .capacity import check_buildable
 from .config import GPTConfig, TrainConfig, TrainConfigError
 from .data import Corpus, CorpusError, check_trainable, encode_chars, get_batch, split_ids
 from .ddp import Distributed, DistributedError
@@ -38,8 +39,9 @@ from .events import (
     StepEvent,
 )
 from .failures import Diverged
+from .generate import NonFiniteLogits, stream
 from .locks import check_new_folder, training_lock
-from .model import GPT, NonFiniteLogits, check_buildable
+from .model import GPT
 from .optim import make_optimizer, set_lr
 from .prepare import PreparedCorpus
 from .step import LossAndGrads, estimate_loss, evaluate, lr_at, train_step
@@ -270,7 +272,7 @@ class Trainer:
         ids = self.tokenizer.encode(prompt) or [0]
         was_training = self.model.training
         self.model.eval()
-        out = self.model.stream(torch.tensor([ids], device=self.device), n_tokens, temperature=temperature,
+        out = stream(self.model, torch.tensor([ids], device=self.device), n_tokens, temperature=temperature,
                                 generator=self.sample_gen)
         try:
             return prompt + self.tokenizer.decode(out)

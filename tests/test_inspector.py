@@ -12,6 +12,7 @@ from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
 from gptcore.data import CharTokenizer
+from gptcore.generate import stream
 from gptcore.model import apply_rope
 from gptcore.train import build_model
 
@@ -181,7 +182,7 @@ def test_repeated_random_text_is_two_identical_halves():
 def test_generate_is_model_stream_with_a_seeded_generator(tiny):
     model, tokenizer = tiny
     out = ins.generate(model, tokenizer, "Lily", 30, temperature=0.9, top_k=5, seed=11)
-    direct = model.stream(torch.tensor([tokenizer.encode("Lily")]), 30, temperature=0.9, top_k=5,
+    direct = stream(model, torch.tensor([tokenizer.encode("Lily")]), 30, temperature=0.9, top_k=5,
                           generator=torch.Generator().manual_seed(11))
     assert out == tokenizer.decode(list(direct)) and len(out) == 30
     assert out != ins.generate(model, tokenizer, "Lily", 30, temperature=0.9, top_k=5, seed=12)

@@ -3,7 +3,8 @@ import torch
 
 from gptcore.config import ConfigError, GPTConfig, swiglu_hidden
 from gptcore.demos.anatomy import ModelShape, total_parameters
-from gptcore.model import GPT, LayerCache, apply_rope, rope_tables
+from gptcore.generate import LayerCache, generate, stream
+from gptcore.model import GPT, apply_rope, rope_tables
 
 
 def model(seed=0, **cfg):
@@ -91,24 +92,25 @@ def test_kv_cache_step_equals_a_full_forward():
 def test_cached_generation_matches_uncached_within_the_window(position):
     m = model(position=position).eval()
     prompt = torch.randint(74, (1, 5))
-    runs = [list(m.stream(prompt, 100, generator=torch.Generator().manual_seed(3), use_cache=c)) for c in (True, False)]
+    runs = [list(stream(m, prompt, 100, generator=torch.Generator().manual_seed(3), use_cache=c))
+            for c in (True, False)]
     assert runs[0] == runs[1]
 
 
 def test_generation_runs_past_the_context_window():
     m = model(context=16).eval()
-    out = m.generate(torch.zeros(1, 1, dtype=torch.long), 100, top_k=5, temperature=0.8)
+    out = generate(m, torch.zeros(1, 1, dtype=torch.long), 100, top_k=5, temperature=0.8)
     assert out.shape == (1, 101)
 
 
 def test_temperature_zero_and_vanishing_temperatures_pick_the_most_likely_token():
     m = model(context=16).eval()
     prompt = torch.randint(74, (1, 4))
-    greedy, seq = list(m.stream(prompt, 6, temperature=0)), prompt
+    greedy, seq = list(stream(m, prompt, 6, temperature=0)), prompt
     for token in greedy:
         assert token == int(m(seq)[0][0, -1].argmax())
         seq = torch.cat([seq, torch.tensor([[token]])], 1)
-    assert list(m.stream(prompt, 6, temperature=1e-45, generator=torch.Generator().manual_seed(1))) == greedy
+    assert list(stream(m, prompt, 6, temperature=1e-45, generator=torch.Generator().manual_seed(1))) == greedy
 
 
 @pytest.mark.parametrize("kw, message", [({"temperature": float("nan")}, "temperature must be a finite number"),
@@ -117,7 +119,7 @@ def test_temperature_zero_and_vanishing_temperatures_pick_the_most_likely_token(
                                          ({"top_k": 1.5}, "top_k must be")])
 def test_bad_sampling_settings_are_refused_before_anything_is_generated(kw, message):
     with pytest.raises(ValueError, match=message):
-        model().stream(torch.zeros(1, 1, dtype=torch.long), 5, **kw)  # raised by the call, not the first next()
+        stream(model(), torch.zeros(1, 1, dtype=torch.long), 5, **kw)  # raised by the call, not the first next()
 
 
 def test_sampling_from_broken_weights_says_so():
@@ -125,7 +127,7 @@ def test_sampling_from_broken_weights_says_so():
     with torch.no_grad():
         m.head.weight.fill_(float("nan"))
     with pytest.raises(ValueError, match="outputs are NaN or infinite: its weights are broken"):
-        list(m.stream(torch.zeros(1, 1, dtype=torch.long), 3))
+        list(stream(m, torch.zeros(1, 1, dtype=torch.long), 3))
 
 
 def test_too_long_input_is_refused_with_the_context_named():
