@@ -58,9 +58,10 @@ def run_stage(stage: str, upload: Path) -> dict:
 
     from explorer.jobs import release_memory
     from gptcore.config import GPTConfig, TrainConfig
-    from gptcore.data import CharTokenizer, encode_chars
+    from gptcore.data import encode_chars
     from gptcore.runs import new_run
     from gptcore.sources import CorpusSource
+    from gptcore.tokenizer import CharTokenizer
 
     raw = upload.read_bytes()  # (the app holds the upload's bytes as Streamlit hands them over)
     gc.collect()

@@ -21,8 +21,8 @@ from gptcore import checkpoint as ckpt
 from gptcore import folders
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
-from gptcore.data import CharTokenizer
 from gptcore.runs import SHIPPED
+from gptcore.tokenizer import CharTokenizer
 from gptcore.train import build_model
 
 REPEATS = 7

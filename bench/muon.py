@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from gptcore.data import builtin_corpus
 from gptcore.optim import adamw_groups, make_optimizer
 from gptcore.recipes import RECIPES
+from gptcore.texts import builtin_corpus
 from gptcore.threads import ShardedGrads
 from gptcore.train import TrainConfig, build_model
 

@@ -28,11 +28,13 @@ import streamlit as st
 from gptcore import folders, runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
 from gptcore.corpus import MAX_DRILLS
-from gptcore.data import DOWNLOAD_CACHE, CharTokenizer, CorpusError, check_trainable
+from gptcore.data import CorpusError, check_trainable
 from gptcore.device import accelerators
 from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
 from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
+from gptcore.texts import DOWNLOAD_CACHE
+from gptcore.tokenizer import CharTokenizer
 
 from .i18n import LANGUAGES, catalog, choice, help_text, label, language, say, t
 from .ui import job_registry

@@ -16,13 +16,14 @@ import plotly.graph_objects as go
 from gptcore import folders, runs
 from gptcore.baselines import bigram_val_loss, uniform_loss
 from gptcore.config import GPTConfig, TrainConfig
-from gptcore.data import CharTokenizer, unknown_warning
+from gptcore.data import unknown_warning
 from gptcore.describe import describe_model, describe_training, format_duration, format_step
 from gptcore.errors import Message, message
 from gptcore.events import CheckpointEvent, DoneEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
 from gptcore.failures import Diverged, diverged_message, diverging_message
 from gptcore.queue import QueuedRun, QueueError, RunQueue
 from gptcore.sources import CorpusSource
+from gptcore.tokenizer import CharTokenizer
 from gptcore.train import Trainer
 
 from . import i18n

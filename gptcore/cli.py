@@ -1,4 +1,4 @@
-"""python -m gptcore train | eval | sample | prepare — the tutorial's script as a command line.
+"""python -m gptcore train | eval | sample | prepare | export — the tutorial's script as a command line.
 
 Several processes (one per GPU, or a few on a CPU) train one run under torchrun, with --batch-size the global batch:
 
@@ -21,7 +21,7 @@ from . import checkpoint as ckpt
 from . import ddp, locks
 from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
 from .corpus import MAX_DRILLS
-from .data import CorpusError, load_corpus, unknown_warning
+from .data import CorpusError, unknown_warning
 from .describe import format_step
 from .device import describe as describe_device
 from .device import dtype_name, resolve
@@ -35,6 +35,7 @@ from .recipes import RECIPES
 from .runs import continued_run, new_run
 from .sources import CorpusSource
 from .step import evaluate
+from .texts import load_corpus
 from .train import TrainControl, encode_split
 
 FILE_CHARS = 1_000_000  # what the tutorial trains on: the first million characters of its file
@@ -134,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     copying.add_argument("--sequences", type=int, default=16, help="random sequences to average over")
     copying.add_argument("--seed", type=int, default=0)
     copying.add_argument("--examples", type=int, default=32, help="examples per family of text")
+    export = sub.add_parser("export", help="write a checkpoint as a Hugging Face model folder that transformers' "
+                                           "AutoModelForCausalLM and AutoTokenizer load as they are")
+    export.add_argument("--checkpoint", required=True)
+    export.add_argument("--format", choices=("hf",), default="hf",
+                        help="hf: LlamaForCausalLM (Qwen3ForCausalLM for a model with QK-norm), safetensors and a "
+                             "tokenizer.json")
+    export.add_argument("--out", required=True, help="the folder to write; it must be new or empty")
+    export.add_argument("--overwrite", action="store_true", help="replace what --out holds")
     # Everything after `bench` goes to the bench package's own parser ('+' so that no flag is taken here).
     bench_parser = sub.add_parser("bench", prefix_chars="+", add_help=False,
                                   help="benchmarks (the repository's bench/ package): bench [NAME] [flags]")
@@ -399,6 +408,15 @@ def cmd_copying(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .export import export_hf
+
+    out = export_hf(args.checkpoint, args.out, overwrite=args.overwrite)
+    print(f"wrote {printable(out)}: load it with transformers' AutoModelForCausalLM.from_pretrained and "
+          "AutoTokenizer.from_pretrained")
+    return 0
+
+
 def tell_launcher(text: str) -> None:
     """Under torchrun, leave the sentence in the error file it reads back, so that its failure report names our
     reason instead of a link to its docs. (It prints that report, with its own traceback, for any non-zero exit.)"""
@@ -411,7 +429,7 @@ def tell_launcher(text: str) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying,
-                "prepare": cmd_prepare}
+                "prepare": cmd_prepare, "export": cmd_export}
     if args.command == "bench":
         try:
             import bench

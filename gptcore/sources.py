@@ -13,18 +13,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .data import (
+from .data import Corpus, CorpusError
+from .errors import message
+from .folders import PROJECT_ROOT
+from .texts import (
     DOWNLOAD_CACHE,
     TINYSTORIES_VALID_URL,
-    Corpus,
-    CorpusError,
     builtin_corpus,
     decode_corpus,
     download_tinystories_valid,
     load_corpus,
 )
-from .errors import message
-from .folders import PROJECT_ROOT
 
 KINDS = ("builtin", "upload", "file", "tinystories")
 BUILTIN_MAX_CHARS = 50_000_000

@@ -9,8 +9,8 @@ from safetensors.torch import load_file, save_file
 from gptcore import checkpoint as ckpt
 from gptcore import errors, folders, locks
 from gptcore.config import GPTConfig
-from gptcore.data import CharTokenizer
 from gptcore.model import GPT
+from gptcore.tokenizer import CharTokenizer
 
 
 @pytest.fixture

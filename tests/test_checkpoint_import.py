@@ -11,8 +11,8 @@ import torch
 from gptcore import archive, runs
 from gptcore import checkpoint as ckpt
 from gptcore.config import GPTConfig
-from gptcore.data import CharTokenizer
 from gptcore.model import GPT
+from gptcore.tokenizer import CharTokenizer
 
 
 @pytest.fixture

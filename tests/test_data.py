@@ -6,18 +6,9 @@ from functools import partial
 import pytest
 import torch
 
-from gptcore.data import (
-    CharTokenizer,
-    CorpusError,
-    check_trainable,
-    decode_corpus,
-    download_tinystories_valid,
-    get_batch,
-    load_corpus,
-    read_corpus_file,
-    split_ids,
-    unknown_warning,
-)
+from gptcore.data import CorpusError, check_trainable, get_batch, split_ids, unknown_warning
+from gptcore.texts import decode_corpus, download_tinystories_valid, load_corpus, read_corpus_file
+from gptcore.tokenizer import CharTokenizer
 
 
 def test_tokenizer_is_sorted_characters_and_round_trips():

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from gptcore.config import GPTConfig
-from gptcore.data import builtin_corpus
 from gptcore.demos import averaging as avg
 from gptcore.demos import multihead as mh
 from gptcore.demos import rope, scaling
 from gptcore.events import SampleEvent
 from gptcore.model import rope_frequencies
+from gptcore.texts import builtin_corpus
 from gptcore.train import TrainConfig
 
 # --- averaging ------------------------------------------------------------------------------------------

@@ -292,7 +292,7 @@ def test_z_loss_reads_the_output_layers_log_sum_exp():
     torch.manual_seed(0)
     model = GPT(GPTConfig())
     chars = [chr(c) for c in range(32, 32 + 74)]
-    from gptcore.data import CharTokenizer
+    from gptcore.tokenizer import CharTokenizer
     tokenizer = CharTokenizer(chars)
     logits = hp.next_char_logits(model, tokenizer, "Once upon a tim")
     assert logits.shape == (74,)  # one logit per character of the vocabulary: the output layer, not attention

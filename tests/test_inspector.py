@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from gptcore import checkpoint as ckpt
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
-from gptcore.data import CharTokenizer
 from gptcore.generate import stream
 from gptcore.model import apply_rope
+from gptcore.tokenizer import CharTokenizer
 from gptcore.train import build_model
 
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. One day, Lily found a "

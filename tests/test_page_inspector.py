@@ -308,8 +308,8 @@ def test_settings_survive_an_empty_text_and_a_checkpoint_with_fewer_characters(t
     import shutil
 
     from gptcore.config import GPTConfig
-    from gptcore.data import CharTokenizer
     from gptcore.model import GPT
+    from gptcore.tokenizer import CharTokenizer
 
     shutil.copytree(SHIPPED, tmp_path / SHIPPED_NAME)
     small = CharTokenizer.from_text("abcdefghij Lily.")

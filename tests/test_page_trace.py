@@ -234,8 +234,8 @@ def test_a_checkpoint_folder_whose_name_is_not_utf8_is_listed_and_traced(tmp_pat
 def tiny_checkpoint(root: Path, name: str, **changes) -> Path:
     """A random 2-layer model of one variant the Train page can make, saved as a checkpoint."""
     from gptcore.config import GPTConfig
-    from gptcore.data import CharTokenizer
     from gptcore.model import GPT
+    from gptcore.tokenizer import CharTokenizer
 
     torch.manual_seed(0)
     pairs = "".join(pair.clean + pair.corrupted for pair in interp.PATCHING_PAIRS)  # the Patching tab's prompts

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
-from gptcore import data as data_module
 from gptcore import folders, runs, sources
+from gptcore import texts as data_module
 from gptcore.config import GPTConfig, settings
 from gptcore.recipes import RECIPES
 from gptcore.sources import CorpusSource

@@ -8,8 +8,8 @@ from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
 from gptcore import folders
 from gptcore.config import GPTConfig
-from gptcore.data import CharTokenizer
 from gptcore.model import GPT
+from gptcore.tokenizer import CharTokenizer
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
 

@@ -11,13 +11,13 @@ from bench import ladder as ladder_bench
 from gptcore import checkpoint as ckpt
 from gptcore.cli import main
 from gptcore.config import GPTConfig, TrainConfig, TrainConfigError
-from gptcore.data import builtin_corpus
 from gptcore.demos import speedrun
 from gptcore.ladder import LADDER, RUNGS, Curve, predecessor
 from gptcore.model import GPT
 from gptcore.optim import make_optimizer, set_lr
 from gptcore.recipes import RECIPES
 from gptcore.step import lr_at
+from gptcore.texts import builtin_corpus
 from gptcore.train import TrainControl, Trainer, build_model
 
 TINY = dict(d_model=32, n_layer=2, n_head=2, d_ff=88, context=32)

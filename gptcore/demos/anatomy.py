@@ -13,11 +13,12 @@ import torch
 
 from ..capacity import meta_model
 from ..config import GPTConfig, TrainConfig, settings, swiglu_hidden
-from ..data import Corpus, builtin_corpus, get_batch
+from ..data import Corpus, get_batch
 from ..errors import InputError, message
 from ..events import EvalEvent, StepEvent
 from ..model import GPT
 from ..step import estimate_loss
+from ..texts import builtin_corpus
 from ..train import Trainer
 from .frames import message_frame, messages
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
-from ..data import Corpus, builtin_corpus
+from ..data import Corpus
 from ..errors import InputError
 from ..events import FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
 from ..model import Attention
+from ..texts import builtin_corpus
 from ..train import TrainControl, Trainer
 
 

@@ -8,10 +8,10 @@ import pandas as pd
 import torch
 
 from ..config import GPTConfig
-from ..data import CharTokenizer
 from ..errors import InputError, message
 from ..inspector import MODEL_LOCK
 from ..model import GPT, RMSNorm
+from ..tokenizer import CharTokenizer
 from .anatomy import ModelShape, parameter_parts, total_parameters
 from .frames import message_frame
 

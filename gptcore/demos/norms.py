@@ -14,9 +14,10 @@ import torch
 import torch.nn as nn
 
 from ..config import GPTConfig, TrainConfig, swiglu_hidden
-from ..data import builtin_corpus, get_batch
+from ..data import get_batch
 from ..events import EvalEvent, StepEvent, TrainingEvent
 from ..model import GPT, RMSNorm
+from ..texts import builtin_corpus
 from ..train import Trainer
 from .races import RaceProgress
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import GPTConfig, TrainConfig
-from ..data import builtin_corpus
 from ..errors import UserError
 from ..events import EvalEvent, StepEvent, TrainingEvent
 from ..ladder import LADDER, LADDER_CURVES, RUNGS, Curve, Rung, predecessor
+from ..texts import builtin_corpus
 from ..train import Trainer
 from .races import RaceProgress
 
@@ -40,6 +40,16 @@ def rung_settings(rung: Rung) -> dict:
     return {"model": asdict(rung.model), "train": asdict(rung.train)}
 
 
+def measured_with(recorded, rung: Rung) -> bool:
+    """Whether recorded settings build the rung's model and run today: a setting added since they were written
+    counts at its default, which builds what was measured."""
+    try:
+        return GPTConfig.from_dict(recorded["model"]) == rung.model and \
+            TrainConfig(**recorded["train"]) == rung.train
+    except (TypeError, KeyError, ValueError):
+        return False
+
+
 def load_ladder(path: Path = LADDER_CURVES) -> LadderRuns:
     """The measured curves of every rung, as `python -m bench.ladder --ship` wrote them, checked against the
     ladder's settings today."""
@@ -57,7 +67,7 @@ def load_ladder(path: Path = LADDER_CURVES) -> LadderRuns:
     if missing:
         raise LadderDataError("speedrun.missing_rungs", "the ladder's measurements lack the rungs {keys}: rerun "
                               "`python -m bench.ladder --ship`", keys=", ".join(missing))
-    changed = [r.key for r in LADDER if settings.get(r.key) != rung_settings(r)]
+    changed = [r.key for r in LADDER if not measured_with(settings.get(r.key), r)]
     if changed:
         raise LadderDataError("speedrun.stale", "the ladder's measurements were made with other settings for the "
                               "rungs {keys}: rerun `python -m bench.ladder --ship`", keys=", ".join(changed))
