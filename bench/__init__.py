@@ -14,8 +14,7 @@
     python -m bench.browser_latency    click-to-figure and page-open times in Chromium, payload bytes per rerun
     python -m bench.corpus_memory      peak memory of reading and training on a large upload
 
-`python -m gptcore bench NAME [flags]` runs the same (NAME as above, with - for _; step when omitted).
-See bench/README.md for the figures.
+`python -m bench NAME [flags]` runs one by name (step when none is given). See bench/README.md for the figures.
 """
 import importlib
 from pathlib import Path

@@ -7,7 +7,6 @@ import logging
 import re
 import sys
 import threading
-import traceback
 
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
@@ -198,14 +197,6 @@ def show_failure(snap) -> None:
     if snap.traceback:
         with st.expander(t("ui.bug_details")):
             st.code(snap.traceback, language=None)
-
-
-def show_bug(error: Exception) -> None:
-    """An unexpected exception caught by a page: log it, say so in a sentence, keep the traceback at hand."""
-    log.error("unexpected error in a page", exc_info=error)
-    st.error(t("ui.bug", error=f"{type(error).__name__}: {error}"))
-    with st.expander(t("ui.bug_details")):
-        st.code("".join(traceback.format_exception(error)), language=None)
 
 
 @st.cache_resource(show_spinner=False)

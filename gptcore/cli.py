@@ -143,10 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "tokenizer.json")
     export.add_argument("--out", required=True, help="the folder to write; it must be new or empty")
     export.add_argument("--overwrite", action="store_true", help="replace what --out holds")
-    # Everything after `bench` goes to the bench package's own parser ('+' so that no flag is taken here).
-    bench_parser = sub.add_parser("bench", prefix_chars="+", add_help=False,
-                                  help="benchmarks (the repository's bench/ package): bench [NAME] [flags]")
-    bench_parser.add_argument("bench_args", nargs="*")
     return parser
 
 
@@ -430,14 +426,6 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying,
                 "prepare": cmd_prepare, "export": cmd_export}
-    if args.command == "bench":
-        try:
-            import bench
-        except ModuleNotFoundError:
-            print("error: the benchmarks are the repository's bench/ package: run this from the repository root",
-                  file=sys.stderr)
-            return 2
-        return bench.main(args.bench_args)
     try:
         return commands[args.command](args)
     except UserError as e:

@@ -6,8 +6,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from bench import common, inference, step, time_to_loss, whole_process
-from gptcore.cli import main
+from bench import common, inference, main, step, time_to_loss, whole_process
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
 from gptcore.ladder import Curve
@@ -105,12 +104,12 @@ def test_the_tutorial_script_and_gptcores_trainer_follow_the_same_curve():
 
 
 def test_time_to_loss_skips_with_a_reason_when_the_data_is_absent(tmp_path, capsys):
-    assert main(["bench", "time-to-loss", "--data", str(tmp_path / "missing.txt")]) == 0
+    assert main(["time-to-loss", "--data", str(tmp_path / "missing.txt")]) == 0
     assert f"skipping time-to-loss: {tmp_path / 'missing.txt'} is absent" in capsys.readouterr().out
 
 
 def test_a_tiny_step_bench_runs_through_the_cli_and_prints_every_figure(capsys):
-    assert main(["bench", "--rounds", "1", "--batch-size", "2", "--context", "16", "--matmul-size", "128",
+    assert main(["--rounds", "1", "--batch-size", "2", "--context", "16", "--matmul-size", "128",
                  "--no-hog"]) == 0
     out = capsys.readouterr().out
     for text in ("threads: ", "tutorial ", "gptcore ", "ms/step", "tok/s", "of peak", "GFLOP/s",
@@ -129,17 +128,11 @@ def test_a_tiny_inference_bench_prints_every_figure(capsys):
         assert text in out
 
 
-def test_the_cli_runs_a_named_benchmark_and_refuses_an_unknown_one(capsys):
-    assert main(["bench", "corpus", "3000"]) == 0
+def test_bench_runs_a_named_benchmark_and_refuses_an_unknown_one(capsys):
+    assert main(["corpus", "3000"]) == 0
     assert " chars/s, vocab " in capsys.readouterr().out
-    assert main(["bench", "nonsense"]) == 2
+    assert main(["nonsense"]) == 2
     assert "unknown benchmark 'nonsense'" in capsys.readouterr().out
-
-
-def test_the_cli_says_where_the_benchmarks_are_when_it_cannot_import_them(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "bench", None)  # what `import bench` meets outside the repository
-    assert main(["bench"]) == 2
-    assert "run this from the repository root" in capsys.readouterr().err
 
 
 def test_fast_recipe_trains_the_tutorials_architecture_on_under_half_its_characters():
