@@ -9,6 +9,8 @@ from .errors import Message, message
 
 def describe_model(cfg: GPTConfig) -> Message:
     norm = {"rms": "RMSNorm", "layer": "LayerNorm"}[cfg.norm]
+    norm = message("describe.pre_norm", "pre-{norm}", norm=norm) if cfg.norm_placement == "pre" else \
+        message("describe.post_norm", "post-{norm}", norm=norm)
     position = {"rope": message("describe.rope", "RoPE θ={theta:g}", theta=cfg.rope_theta),
                 "learned": message("describe.learned_positions", "learned positions"),
                 "none": message("describe.no_positions", "no positions")}[cfg.position]
@@ -22,9 +24,9 @@ def describe_model(cfg: GPTConfig) -> Message:
     if cfg.qk_norm:
         attention = message("describe.qk_norm", "{attention} with QK-norm", attention=attention)
     model = message("describe.model", "d_model {d_model} · {layers} · {heads} · {ffn} d_ff {d_ff} · context {context} "
-                    "· vocab {vocab} · {placement}-{norm} · {position} · {attention}", d_model=cfg.d_model,
+                    "· vocab {vocab} · {norm} · {position} · {attention}", d_model=cfg.d_model,
                     layers=layers, heads=heads, ffn=ffn, d_ff=cfg.d_ff, context=cfg.context, vocab=cfg.vocab_size,
-                    placement=cfg.norm_placement, norm=norm, position=position, attention=attention)
+                    norm=norm, position=position, attention=attention)
     return message("describe.zero_init", "{model} · output matrices from zero", model=model) if cfg.zero_init \
         else model
 
@@ -39,9 +41,11 @@ def describe_training(tc: TrainConfig) -> Message:
     else:
         schedule = message("describe.constant", "constant")
     clip = message("describe.clip", " · clip {clip:g}", clip=tc.grad_clip) if tc.grad_clip else ""
-    optimizer = f"AdamW lr {tc.lr:g}" if tc.optimizer == "adamw" else f"Muon lr {tc.muon_lr:g} + AdamW lr {tc.lr:g}"
+    optimizer = message("describe.adamw", "AdamW lr {lr:g}", lr=tc.lr) if tc.optimizer == "adamw" else \
+        message("describe.muon", "Muon lr {muon_lr:g} + AdamW lr {lr:g}", muon_lr=tc.muon_lr, lr=tc.lr)
     if tc.embed_lr:
-        optimizer += f", embedding lr {tc.embed_lr:g}"
+        optimizer = message("describe.embed_lr", "{optimizer}, embedding lr {embed_lr:g}", optimizer=optimizer,
+                            embed_lr=tc.embed_lr)
     return message("describe.training", "steps 0–{steps:,} · batch {batch} · {optimizer} ({schedule}) · weight decay "
                    "{weight_decay:g}{clip} · eval every {eval_every} · seed {seed}", steps=tc.steps,
                    batch=tc.batch_size, optimizer=optimizer, schedule=schedule, weight_decay=tc.weight_decay,
