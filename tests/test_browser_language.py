@@ -29,7 +29,7 @@ def test_switching_language_keeps_a_radio_choice(app_url, open_page):
     page.get_by_text("random W_Q, W_K").first.click()
     wait_for_app(page, 120_000)
     page.locator('[data-testid="stSidebar"]').get_by_text("中文", exact=True).click()
-    page.get_by_text("从求平均到注意力").first.wait_for(timeout=120_000)
+    page.get_by_text("从平均到注意力").first.wait_for(timeout=120_000)
     wait_for_app(page, 120_000)
     checked = page.locator('[data-testid="stRadio"] input:checked').evaluate_all(
         "els => els.map(e => e.closest('label').innerText)")

@@ -15,7 +15,7 @@ def test_published_configs_and_their_ratios():
         4096, 32, 32, 11008, 128]
     assert round(published.loc["LLaMA-2-7B", "d_ff / d_model"], 2) == 2.69
     text = " ".join(m.value for m in at.markdown)
-    assert "**2.69**" in text and "11008" in text and "**128**" in text
+    assert "**2.69**" in text and "11,008" in text and "**128**" in text
     consensus = at.table[0].value
     assert len(consensus) == 5 and "= d_model, with d_head mostly 64 or 128" in consensus["usual choice"].tolist()
 
