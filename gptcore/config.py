@@ -149,7 +149,7 @@ class GPTConfig:
                         "parameters at 8/3·d_model).", low=1, high=65536, step=8)
     context: int = setting(128, "Context (tokens)", "How many previous tokens (characters for the char tokenizer) "
                            "the model can see.",
-                           low=1, high=8192, step=8)
+                           low=1, high=131_072, step=8)  # Llama 3.x's 128k (gptcore.published)
     norm: str = setting("rms", "Norm", "RMSNorm rescales each vector by its root mean square; LayerNorm also "
                         "subtracts its mean and adds a bias.", choices={"rms": "RMSNorm", "layer": "LayerNorm"})
     norm_placement: str = setting("pre", "Norm placement", "pre-norm: x + f(norm(x)), the residual stream itself is "
@@ -298,8 +298,8 @@ class TrainConfig:
                              "schedule scales it like AdamW's.", low=0.0, high=10.0, step=0.005,
                              only_with=("optimizer", ("muon",)))
     embed_lr: float = setting(0.0, "Embedding lr", "Peak AdamW learning rate of the token embedding (and its "
-                              "position table); 0 = the learning rate. Each row moves only when its token is in the "
-                              "batch, so it can take a much larger step.", low=0.0, high=10.0, step=0.01)
+                              "position table); 0 = the learning rate. A row gets a gradient only when its token is in "
+                              "the batch, so it can take a much larger step.", low=0.0, high=10.0, step=0.01)
     grad_clip: float = setting(0.0, "Gradient clip", "Clip the global gradient norm to this; 0 = off.",
                                low=0.0, high=1e6, step=0.5)
     sample_every: int = setting(0, "Sample every", "0 = only at the end. Samples never change the run.",

@@ -147,7 +147,7 @@ def test_tutorial_parameter_breakdown():
     parts = anatomy.breakdown(GPTConfig()).set_index("part")
     assert parts.loc["token embedding", "parameters"] == 9472
     assert parts.loc["attention: qkv + proj", "parameters"] == 65536
-    assert parts.loc["FFN (swiglu)", "parameters"] == 132096
+    assert parts.loc["FFN (SwiGLU)", "parameters"] == 132096
     assert parts.loc["two RMSNorms", "parameters"] == 256
     assert parts.loc["one block", "parameters"] == 197888
     assert parts.loc["final RMSNorm", "parameters"] == 128

@@ -3,7 +3,7 @@ import math
 import re
 
 import pytest
-from page_helpers import answer, app_page, chart, figure, frame, metrics, run_page
+from page_helpers import answer, app_page, chart, figure, frame, metrics, panel, panel_text, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
@@ -20,7 +20,7 @@ def test_tutorial_parameter_count():
                            "one block": "197,888"}
     parts = frame(at, "counted in GPT").set_index("part")
     assert parts["parameters"].to_dict() == {
-        "token embedding": 9472, "attention: qkv + proj": 65536, "FFN (swiglu)": 132096, "two RMSNorms": 256,
+        "token embedding": 9472, "attention: qkv + proj": 65536, "FFN (SwiGLU)": 132096, "two RMSNorms": 256,
         "one block": 197888, "all 4 blocks": 791552, "final RMSNorm": 128, "output head": 9472, "total": 810624}
     assert (parts["parameters"] == parts["counted in GPT"]).all()
     assert any("**810,624**" in m.value for m in at.markdown)
@@ -81,12 +81,12 @@ def test_d_ff_field_shows_the_width_in_use_and_follows_the_ffn():
     assert at.number_input(key="gpt-ff").value == 512
     at.toggle(key="gpt-auto-ff").set_value(False).run()
     at.number_input(key="gpt-ff").set_value(1).run()
-    assert frame(at, "counted in GPT").set_index("part").loc["FFN (relu)", "formula"] == "2 · 128 · 1"
+    assert frame(at, "counted in GPT").set_index("part").loc["FFN (ReLU)", "formula"] == "2 · 128 · 1"
     at.toggle(key="gpt-auto-ff").set_value(True).run()
     assert not at.exception
     field = at.number_input(key="gpt-ff")
     assert field.value == 512 and field.disabled
-    assert frame(at, "counted in GPT").set_index("part").loc["FFN (relu)", "formula"] == "2 · 128 · 512"
+    assert frame(at, "counted in GPT").set_index("part").loc["FFN (ReLU)", "formula"] == "2 · 128 · 512"
     assert "128→512→128" in diagram_text(at)
 
 
@@ -123,7 +123,7 @@ def test_the_tutorials_count_in_the_text_is_the_tables():
     at = app_page("assembled_gpt")
     text = next(m.value for m in at.markdown if "**810,624**" in m.value)
     parts = frame(at, "counted in GPT").set_index("part")["counted in GPT"]
-    for part in ("token embedding", "attention: qkv + proj", "FFN (swiglu)", "one block", "total"):
+    for part in ("token embedding", "attention: qkv + proj", "FFN (SwiGLU)", "one block", "total"):
         assert f"{parts[part]:,}" in text
 
 
@@ -134,3 +134,25 @@ def test_in_chinese_the_parts_and_the_diagram_are_translated():
     assert parts.loc["总计", "参数量"] == 810624 and parts.loc["一个块", "公式"] == "以上三项之和"
     assert "块 × 4（前置归一化）" in diagram_text(at) and "注意力<br>4 个头 × 32<br>因果，RoPE" in diagram_text(at)
     assert "ln 74 = 4.30" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_real_model_panel_gives_the_embeddings_share_of_smollm2_and_of_ours():
+    box = panel(app_page("assembled_gpt"), "gpt-real")
+    text = panel_text(box)
+    assert "49,152 × 576 = **28,311,552** weights, **21.0%** of its **134,515,008**" in text
+    assert "would hold 162,826,560 weights, 34.8% of them" in text  # with a head of its own
+    assert "74 × 128 = 9,472 weights in its embedding and as many again in its own head: 18,944, 2.3% of its 810,624" \
+        in text
+    shares = box.dataframe[0].value.set_index("model")
+    assert shares.loc["SmolLM2-135M", ["embedding", "tied", "parameters"]].tolist() == [28_311_552, True, 134_515_008]
+    assert not shares.loc["this app's GPT", "tied"]
+    zh = panel_text(panel(app_page("assembled_gpt", "zh"), "gpt-real"))
+    assert "**28,311,552** 个权重，占它 **134,515,008** 个参数的 **21.0%**" in zh
+
+
+def test_the_real_model_panel_compares_the_configuration_picked():
+    at = run_page("assembled_gpt.py")
+    at.number_input(key="gpt-vocab").set_value(1000).run()
+    n = GPT(GPTConfig(vocab_size=1000)).num_params()
+    assert f"1,000 × 128 = 128,000 weights in its embedding and as many again in its own head: 256,000, " \
+           f"{256_000 / n:.1%} of its {n:,}" in panel_text(panel(at, "gpt-real"))

@@ -63,6 +63,7 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     else:
         norm_name, norm_size, norm_formula = "LayerNorm", 2 * d, f"2 · {d} (γ, β)"
     ffn_mats = 3 if s.ffn == "swiglu" else 2
+    ffn_name = settings(GPTConfig)["ffn"].choices.get(s.ffn, s.ffn)  # SwiGLU, GELU…, as the pages name them
     ffn_bias = (ffn_mats - 1) * s.d_ff + d if s.bias else 0
     ffn_formula = f"{ffn_mats} · {d} · {s.d_ff:,}"
     if s.bias:
@@ -75,7 +76,7 @@ def parameter_parts(s: ModelShape) -> pd.DataFrame:
     rows += [
         (message("anatomy.part.attention", "attention: qkv + proj"), f"4 · {d}²" + (f" + 4 · {d}" if s.bias else "")
          + (f" + 2 · {d // s.n_head}" if s.qk_norm else ""), 4 * d * d + (4 * d if s.bias else 0) + qk_gains, True),
-        (message("anatomy.part.ffn", "FFN ({ffn})", ffn=s.ffn), ffn_formula, ffn_mats * d * s.d_ff + ffn_bias, True),
+        (message("anatomy.part.ffn", "FFN ({ffn})", ffn=ffn_name), ffn_formula, ffn_mats * d * s.d_ff + ffn_bias, True),
         (message("anatomy.part.norms", "two {norm}s", norm=norm_name), f"2 · {norm_formula}", 2 * norm_size, True),
     ]
     block = sum(count for _, _, count, per_block in rows if per_block)
