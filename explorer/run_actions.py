@@ -1,5 +1,5 @@
 """What the Train page's buttons do: start or continue a run (it waits its turn in the queue when every training
-slot is taken), cancel a waiting run, pause, stop, rename, delete or import one; each only for whoever may
+slot is taken), cancel a waiting run, pause, stop, rename, delete, export or import one; each only for whoever may
 (explorer.classroom). A refusal is kept in session state as a sentence the page shows beside the button."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from gptcore import archive, folders, runs
+from gptcore import archive, export, folders, runs
 from gptcore import checkpoint as ckpt
 from gptcore.config import GPTConfig, TrainConfig, settings
 from gptcore.errors import Message, UserError, message
@@ -157,6 +157,17 @@ def delete_run(run: runs.RunInfo) -> None:
     classroom.refuse(run, "delete", classroom.visitor(), job_registry())
     runs.delete_run(run)
     ss.pop("tr_manage", None)
+
+
+def hf_download(run: runs.RunInfo) -> None:
+    """The run as a Hugging Face model folder in a zip, made when the button is clicked (the button spins
+    meanwhile); in its place, the sentence saying which setting no Hugging Face model has."""
+    if run.has_weights and (problem := export.run_problem(run.path)) is not None:
+        st.caption(t("training.runs.export_refused", reason=say(problem)))
+        return
+    st.download_button(t("training.runs.export"), data=lambda: export.export_zip(run.path, f"{run.name}-hf"),
+                       file_name=f"{run.name}-hf.zip", mime="application/zip", key="tr_export_hf",
+                       help=t("training.runs.export_help"), on_click="ignore", disabled=not run.has_weights)
 
 
 # ---------------------------------------------------------------- the live run and the waiting ones

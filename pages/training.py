@@ -213,6 +213,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.download_button(t("training.runs.download"), data=lambda: runs.zip_run(run.path),
                            file_name=f"{run.name}.zip", mime="application/zip", key="tr_download_zip",
                            on_click="ignore", disabled=not run.has_weights)
+        run_actions.hf_download(run)
         sure = st.checkbox(t("training.runs.sure"), key="tr_delete_sure", disabled=bool(fixed))
         st.button(t("training.runs.delete"), key="tr_delete", on_click=run_actions.delete_run, args=(run,),
                   disabled=not sure)
