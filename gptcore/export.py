@@ -225,14 +225,18 @@ def tokenizer_config(tokenizer: Tokenizer, hf, ids: dict[str, int | None], conte
 # ---------------------------------------------------------------- the folder
 
 def save_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    """model.safetensors ("format": "pt" is what transformers asks of a file's metadata); a failed write comes out
-    as the OSError it was (safetensors reports it as "… (os error 28)")."""
+    """model.safetensors ("format": "pt" is what transformers asks of a file's metadata), readable by whoever may
+    read the folder's other files (safetensors itself writes 0600); a failed write comes out as the OSError it was
+    (safetensors reports it as "… (os error 28)")."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask's mode, as any new file
+    mode = path.stat().st_mode & 0o777
     try:
         save_file(tensors, str(path), metadata={"format": "pt"})
     except SafetensorError as e:
         if (code := re.search(r"os error (\d+)", str(e))) is None:
             raise
         raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) from None
+    os.chmod(path, mode)
 
 
 def write_export(folder: Path, model, tokenizer: Tokenizer) -> None:
@@ -247,8 +251,14 @@ def write_export(folder: Path, model, tokenizer: Tokenizer) -> None:
         (folder / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def check_destination(out: Path, overwrite: bool) -> None:
-    """The destination must be new, an empty folder, or (asked for) a folder to replace."""
+def check_destination(out: Path, checkpoint_dir: Path, overwrite: bool) -> None:
+    """The destination must be new, an empty folder, or (asked for) a folder to replace; never the run's own
+    folder, one inside it (its zip would then hold foreign files) or one around it (replacing it would delete the
+    run)."""
+    mine, theirs = out.resolve(), checkpoint_dir.resolve()
+    if mine == theirs or theirs in mine.parents or mine in theirs.parents:
+        raise ExportError("export.own_folder", "{path} is the run's folder, or inside or around it: export to a "
+                          "folder of its own", path=out)
     if out.is_symlink() or out.exists() and not out.is_dir():
         raise ExportError("export.not_a_folder", "{path} is there and is not a folder: choose another destination",
                           path=out)
@@ -281,7 +291,7 @@ def _move_into_place(tmp: Path, out: Path) -> None:
 def export_hf(checkpoint_dir: Path | str, out_dir: Path | str, overwrite: bool = False) -> Path:
     """Write the run in checkpoint_dir as a Hugging Face model folder out_dir, whole or not at all; out_dir."""
     out = Path(out_dir)
-    check_destination(out, overwrite)
+    check_destination(out, Path(checkpoint_dir), overwrite)
     loaded = ckpt.load_checkpoint(checkpoint_dir)
     if (said := problem(loaded.model.cfg, loaded.tokenizer.kind)) is not None:
         raise ExportError.of(said)

@@ -226,6 +226,10 @@ def test_a_folder_with_files_is_replaced_only_when_asked(starter):
     assert (out / "mine.txt").read_text() == "keep me"
     export.export_hf(starter, out, overwrite=True)
     assert not (out / "mine.txt").exists() and (out / "model.safetensors").is_file()
+    assert (out / "model.safetensors").stat().st_mode == (out / "config.json").stat().st_mode  # (not 0600)
+    for around in (starter, starter / "hf", starter.parent):  # the run itself is never overwritten
+        with pytest.raises(export.ExportError, match="is the run's folder, or inside or around it"):
+            export.export_hf(starter, around, overwrite=True)
     assert sorted(p.name for p in starter.parent.iterdir()) == ["out", "run"]
 
 
