@@ -1,5 +1,7 @@
-"""Opening a saved checkpoint on the Inspect and Trace pages: the picker, the device, one cached load per file
-version and device, and a sentence (never a traceback) for a checkpoint that cannot be read.
+"""Opening a saved checkpoint on the Inspect and Trace pages: the picker (runs, and imported real models marked as
+such, with a panel to import one: explorer/model_picker.py), the device, one cached load per file version and
+device for the whole server (a class opening SmolLM2 holds its 540 MB of weights once), and a sentence (never a
+traceback) for a checkpoint that cannot be read.
 
 Folder names need not be UTF-8 (a folder copied from another system): the picker shows them escaped and the
 cache is keyed by the path's bytes, which hash whatever the name is.
@@ -21,7 +23,9 @@ from gptcore.folders import CheckpointError, list_checkpoints, shown_name
 from gptcore.model import GPT
 from gptcore.tokenizer import Tokenizer
 
+from . import model_picker
 from .i18n import choice, help_text, label, say, t
+from .jobs import release_memory
 from .ui import ACTIVE_CHECKPOINT, default_checkpoint
 
 KEEP = "session"  # persist_state of the device choice: kept across pages
@@ -33,6 +37,7 @@ UNREADABLE = (CheckpointError, OSError)  # a damaged, missing or unreadable file
 def load_cached(path: bytes, mtime: float, where: str) -> tuple[GPT, Tokenizer, int]:
     """(model on the device `where`, tokenizer, step); mtime in the key reloads a file a new run overwrote."""
     model, tokenizer, step = ckpt.load_weights(Path(os.fsdecode(path)))
+    release_memory()  # (loading a large model passes its weights through buffers it no longer needs)
     return model.to(where), tokenizer, step
 
 
@@ -51,6 +56,26 @@ def reason(error: Exception) -> str:
     return say(error) if isinstance(error, UserError) else printable(error)  # (an OSError names the path)
 
 
+def checkpoint_meta(folder: Path) -> dict:
+    """meta.json's checked values (gptcore.checkpoint.read_meta), read once per version of the file; read only:
+    the dict is shared by every session."""
+    try:
+        version = (folder / "meta.json").stat().st_mtime_ns
+    except OSError:
+        version = 0
+    return _meta(os.fsencode(folder), version)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _meta(folder: bytes, version: int) -> dict:
+    return ckpt.read_meta(Path(os.fsdecode(folder)))
+
+
+def is_imported(folder: Path) -> bool:
+    """Was this checkpoint imported (a real model converted by gptcore.hub) rather than trained here?"""
+    return checkpoint_meta(folder).get("imported") is True
+
+
 @dataclass(frozen=True)
 class Opened:
     """The checkpoint a page works on."""
@@ -64,6 +89,10 @@ class Opened:
     @property
     def device(self) -> str:
         return self.key[2]
+
+    @property
+    def imported(self) -> bool:
+        return is_imported(self.folder)
 
 
 def chosen_device(prefix: str) -> torch.device:
@@ -87,23 +116,30 @@ def open_checkpoint(catalog: str, prefix: str) -> Opened:
 
     Stops the page with a sentence when there is no checkpoint or the chosen one cannot be read. The texts are
     the catalog's `no_checkpoint`, `checkpoint`, `checkpoint_help` and `cannot_load`; widget keys start with prefix.
+    Imported models are marked in the list, and a panel below imports one (model_picker).
     """
     folders = list_checkpoints()
     if not folders:
         st.info(t(f"{catalog}.no_checkpoint"))
+        model_picker.real_model_panel(prefix)
         st.stop()
     names = [shown_name(p) for p in folders]
     picker = f"{prefix}-checkpoint"
+    if (imported := st.session_state.pop(model_picker.PENDING, None)) in names:  # just imported: open it
+        st.session_state[picker] = st.session_state[ACTIVE_CHECKPOINT] = imported
     if st.session_state.get(picker) not in names:  # first visit, or the checkpoint was deleted or renamed
         st.session_state[picker] = default_checkpoint(names)
 
     def remember_checkpoint() -> None:  # the sidebar and the other pages open the same one
         st.session_state[ACTIVE_CHECKPOINT] = st.session_state[picker]
 
+    marked = {name: t("models.imported_mark", name=name) if is_imported(folder) else name
+              for name, folder in zip(names, folders)}
     name = st.selectbox(t(f"{catalog}.checkpoint"), names, key=picker, on_change=remember_checkpoint,
-                        help=t(f"{catalog}.checkpoint_help"))
+                        format_func=marked.__getitem__, help=t(f"{catalog}.checkpoint_help"))
     folder = folders[names.index(name)]
     device = chosen_device(prefix)
+    model_picker.real_model_panel(prefix)
     try:
         key, model, tokenizer, step = load(folder / "model.safetensors", device)
     except UNREADABLE as e:

@@ -12,11 +12,13 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from explorer.i18n import t
+from explorer.i18n import catalog, language, t
 from gptcore.inspector import head_names
 
 ATTENTION_SCALE = "Blues"
+SCORE_SCALE = "Viridis"
 SCORES = ("previous_token", "first_token", "induction")  # the head finder's columns, in the order shown
+ATLAS_SCORES = ("induction", "previous_token", "first_token")  # the atlas's panels: what a learner looks for first
 LAYER_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 HEAD_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 HEAD_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
@@ -24,6 +26,16 @@ HEAD_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 def score_name(column: str) -> str:
     return t(f"inspector.finder.roles.{column}")
+
+
+def worded(key: str, tokens: bool, **values) -> str:
+    """t(key, …), or for a model that reads tokens rather than characters its entry under inspector.tokens, where
+    the wording differs ("next token" for "next character")."""
+    if tokens:
+        variant = key.replace("inspector.", "inspector.tokens.", 1)
+        if variant in catalog(language()):
+            return t(variant, **values)
+    return t(key, **values)
 
 
 def percent(patterns: torch.Tensor) -> np.ndarray:
@@ -71,8 +83,9 @@ def axis_names(n: int, T: int, gap: int, gap_first: bool, name) -> list[str]:
 
 
 def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = None,
-                   title: str | None = None) -> go.Figure:
-    """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix.
+                   title: str | None = None, first_layer: int = 0) -> go.Figure:
+    """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix. The
+    patterns may be some layers only (a model of many heads shows one at a time): first_layer numbers them.
 
     One heatmap trace holds all the panels (grid_layout) in whole percent: a grid of 16 subplots takes the
     browser about three times as long to draw. Panel titles are annotations and each panel is outlined; the
@@ -82,13 +95,13 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
     col, row = grid_gaps(T)
     row_name, column_name = (t(f"inspector.fig.{name}", layer="{0}", head="{0}", position="{1}").format
                              for name in ("grid_row", "grid_column"))
-    y = axis_names(L, T, row, True, row_name)
+    y = axis_names(L, T, row, True, lambda panel, i: row_name(panel + first_layer, i))
     x = axis_names(H, T, col, False, column_name)
     titles, outlines = [], []  # (given to the layout at once: add_annotation and add_shape copy the list each call)
-    for i, name in enumerate(head_names(L, H)):
+    for i, name in enumerate(head_names(first_layer + L, H)[first_layer * H:]):
         layer, head = divmod(i, H)
         left, top = head * (T + col), layer * (T + row) + row
-        chosen = selected == (layer, head)
+        chosen = selected == (first_layer + layer, head)
         titles.append(dict(text=f"<b>▶ {name}</b>" if chosen else name, x=left + (T - 1) / 2, y=top - 0.5,
                            xref="x", yref="y", yanchor="bottom", showarrow=False, font=dict(size=14)))
         outlines.append(dict(type="rect", x0=left - 0.5, x1=left + T - 0.5, y0=top - 0.5, y1=top + T - 0.5,
@@ -120,13 +133,18 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
     long = T > 64
     row = 14 if long else 18  # px per query row
     names = [f"{i} '{c}'" for i, c in enumerate(labels)]
+    widest = max(map(len, labels), default=1)
+    # tokens of several characters: a query strip wide enough for them, and the keys upright once they would touch
+    strip = max(0.032, min(0.2, (7 * min(widest, 10) + 14) / 700))
+    upright = widest > 1 and T * min(widest, 10) > 90
+    ticks = [label if len(label) <= 10 else label[:9] + "…" for label in labels]
     key_font = dict(size=10 if long else 12, family="monospace")
     query_font = dict(size=12 if long else 14, family="monospace", color="#1f2937")
     heatmap = go.Heatmap(
         z=pattern.float().numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
         colorbar=dict(title=dict(text=t("inspector.fig.weight")), len=min(1.0, 500 / (row * T + 1))),
         hovertemplate=t("inspector.fig.head_hover") + "<extra></extra>")
-    rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=labels, textfont=query_font,
+    rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=ticks, textfont=query_font,
                       textposition="middle center", customdata=list(range(T)),
                       marker=dict(size=row - 1, color="rgba(214, 39, 40, 0.08)", symbol="square",
                                   line=dict(color="rgba(214, 39, 40, 0.25)", width=1)),
@@ -134,14 +152,16 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
                       hovertemplate=t("inspector.fig.query_hover") + "<extra></extra>", showlegend=False)
     # the band above the plot holds the key characters and their axis title, so the title stays clear of them
     # wherever it is placed; a fixed range: autorange would pad it for the strip's markers
-    height, margin_top, keys_band = row * T + 140, 60, 70
+    keys_band = 70 + (7 * min(widest, 10) if upright else 0)
+    height, margin_top = row * T + 70 + keys_band, 60
     # the query row boxed: the row "What one position attends to" spells out below
     box = [] if query is None else [dict(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x",
                                          yref="y", line=dict(color="#d62728", width=2))]
     layout = dict(  # (one dict, validated once: each update_* call validates again)
-        xaxis=dict(title=t("inspector.fig.key_axis"), side="top", tickangle=0, type="category", tickmode="array",
-                   tickvals=names, ticktext=labels, showgrid=False, tickfont=key_font, ticks="", domain=[0.04, 1]),
-        xaxis2=dict(domain=[0, 0.032], range=[-0.5, 0.5], visible=False, fixedrange=True),
+        xaxis=dict(title=t("inspector.fig.key_axis"), side="top", tickangle=-90 if upright else 0, type="category",
+                   tickmode="array", tickvals=names, ticktext=ticks, showgrid=False, tickfont=key_font, ticks="",
+                   domain=[strip + 0.008, 1]),
+        xaxis2=dict(domain=[0, strip], range=[-0.5, 0.5], visible=False, fixedrange=True),
         yaxis=dict(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
                    showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - 10)]),
         shapes=box, title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=10),
@@ -149,8 +169,26 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
     return go.Figure([heatmap, rows], layout)
 
 
-def prediction_bars(top: pd.DataFrame, title: str) -> go.Figure:
-    """The k most likely next characters; every bar named, however many (the font shrinks from 16 to 11 px)."""
+def compact_map(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None,
+                height: int = 360) -> go.Figure:
+    """One head's pattern in a fixed height, for two side by side: no tick per token (the hover names both), the
+    query's row boxed."""
+    T = len(labels)
+    names = [f"{i} '{c}'" for i, c in enumerate(labels)]
+    box = [] if query is None else [dict(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x",
+                                         yref="y", line=dict(color="#d62728", width=2))]
+    hidden = dict(type="category", showticklabels=False, ticks="", showgrid=False)
+    return go.Figure(go.Heatmap(z=pattern.float().numpy(), x=names, y=names, zmin=0, zmax=1,
+                                colorscale=ATTENTION_SCALE, showscale=False,
+                                hovertemplate=t("inspector.fig.head_hover") + "<extra></extra>"),
+                     dict(title=title, height=height, margin=dict(l=30, r=10, t=50, b=30), shapes=box,
+                          xaxis=dict(title=t("inspector.fig.key_axis"), **hidden),
+                          yaxis=dict(title=t("inspector.fig.query_axis"), autorange="reversed", **hidden)))
+
+
+def prediction_bars(top: pd.DataFrame, title: str, tokens: bool = False, height: int = 400) -> go.Figure:
+    """The k most likely next characters (or tokens); every bar named, however many (the font shrinks from 16 to
+    11 px)."""
     k = len(top)
     labels = top["label"].tolist()
     # many bars: the percentages stand upright, and the bars below 0.1 % (most of them) go without one
@@ -159,41 +197,69 @@ def prediction_bars(top: pd.DataFrame, title: str) -> go.Figure:
                            textangle=0 if k <= 20 else -90, textfont=dict(size=12 if k <= 20 else 11),
                            constraintext="none", cliponaxis=False, marker_color="#4c78a8",
                            hovertemplate=t("inspector.fig.bar_hover") + "<extra></extra>"))
-    fig.update_xaxes(type="category", tickmode="array", tickvals=labels, ticktext=labels, tickangle=0,
-                     tickfont=dict(size=16 if k <= 30 else 13 if k <= 50 else 11, family="monospace"),
-                     title=t("inspector.fig.next_char"))
+    words = max(map(len, labels), default=1) > 2  # (a real model's tokens: slanted, or their names would touch)
+    fig.update_xaxes(type="category", tickmode="array", tickvals=labels, ticktext=labels, tickangle=-40 if words else 0,
+                     tickfont=dict(size=13 if words else 16 if k <= 30 else 13 if k <= 50 else 11, family="monospace"),
+                     title=worded("inspector.fig.next_char", tokens))
     headroom = 1.2 if k <= 20 else 1.35  # room for the percentages above the bars
     fig.update_yaxes(title=t("inspector.fig.probability"),
                      range=[0, min(1.1, float(top["probability"].max()) * headroom + 0.02)])
-    fig.update_layout(title=title, height=400, margin=dict(t=60, b=10))
+    fig.update_layout(title=title, height=height, margin=dict(t=60, b=10))
     return fig
 
 
-def loss_bars(losses: torch.Tensor, labels: list[str]) -> go.Figure:
-    """Loss of each character as a bar over its position: the same numbers as the coloured text."""
+def loss_bars(losses: torch.Tensor, labels: list[str], tokens: bool = False) -> go.Figure:
+    """Loss of each character (or token) as a bar over its position: the same numbers as the coloured text."""
     values = losses.numpy()
     fig = go.Figure(go.Bar(x=list(range(len(labels))), y=values, customdata=labels, marker_color=values,
                            marker_colorscale="Reds", hovertemplate=t("inspector.fig.loss_hover") + "<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
                      tickfont=dict(size=10, family="monospace"), tickangle=0, title=t("inspector.fig.position"))
     fig.update_yaxes(title=t("inspector.fig.loss_axis"))
-    fig.update_layout(title=t("inspector.fig.loss_title"), height=340, margin=dict(t=60, b=10))
+    fig.update_layout(title=worded("inspector.fig.loss_title", tokens), height=340, margin=dict(t=60, b=10))
     return fig
 
 
-def score_heatmaps(scores: pd.DataFrame, n_layer: int, n_head: int) -> go.Figure:
-    """The three head scores side by side as layer × head tables."""
-    fig = make_subplots(rows=1, cols=len(SCORES), subplot_titles=[score_name(c) for c in SCORES],
-                        horizontal_spacing=0.06)
-    hover = t("inspector.fig.score_hover") + "<extra></extra>"
-    for i, column in enumerate(SCORES):
-        grid = scores[column].to_numpy().reshape(n_layer, n_head)
-        fig.add_trace(go.Heatmap(z=grid, x=[f"H{h}" for h in range(n_head)], y=[f"L{n}" for n in range(n_layer)],
-                                 coloraxis="coloraxis", texttemplate="%{z:.2f}", hovertemplate=hover),
-                      row=1, col=i + 1)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=t("inspector.fig.scores_title"), height=140 + 45 * n_layer, margin=dict(t=80, b=10),
-                      coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
+def head_atlas(scores: pd.DataFrame, n_layer: int, n_head: int, selected: tuple[int, int] | None = None,
+               clear: float | None = None) -> go.Figure:
+    """Every head's three scores as three layers × heads maps side by side; a click on a cell picks that head.
+
+    A heatmap cannot be selected, so each map has a scatter over it (traces 1, 3, 5), one transparent square a
+    cell, whose customdata is (layer, head, score): Plotly finds the nearest point to a click, drawn or not. The
+    selected head is outlined in red on every map, and a head scoring at least `clear` is marked with a dot.
+    Small models show each score in its cell; a model of many heads only in the hover.
+    """
+    fig = make_subplots(rows=1, cols=len(ATLAS_SCORES), subplot_titles=[score_name(c) for c in ATLAS_SCORES],
+                        shared_yaxes=True, horizontal_spacing=0.04)
+    heads, layers = [f"H{h}" for h in range(n_head)], [f"L{n}" for n in range(n_layer)]
+    row_px = max(18, min(44, 640 // n_layer))
+    few = n_layer * n_head <= 64
+    hover = t("inspector.fig.atlas_hover") + "<extra></extra>"
+    layer_of, head_of = np.repeat(np.arange(n_layer), n_head), np.tile(np.arange(n_head), n_layer)
+    shapes = []
+    for i, column in enumerate(ATLAS_SCORES):
+        values = scores[column].to_numpy(dtype=float)
+        fig.add_trace(go.Heatmap(z=values.reshape(n_layer, n_head), x=heads, y=layers, coloraxis="coloraxis",
+                                 texttemplate="%{z:.2f}" if few else None, hoverinfo="skip"), row=1, col=i + 1)
+        dots = [7 if clear is not None and not few and v >= clear else 0.1 for v in values]  # (0.1: unseen)
+        fig.add_trace(go.Scatter(
+            x=[heads[h] for h in head_of], y=[layers[n] for n in layer_of], mode="markers",
+            customdata=np.stack([layer_of, head_of, values], 1),
+            hovertemplate=hover.replace("{score}", score_name(column)),
+            marker=dict(symbol="circle", size=dots, color="white",
+                        line=dict(color="#222", width=[1 if d > 1 else 0 for d in dots])),
+            selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)), showlegend=False),
+            row=1, col=i + 1)
+        if selected is not None:
+            axis = "" if i == 0 else str(i + 1)
+            shapes.append(dict(type="rect", xref=f"x{axis}", yref=f"y{axis}", x0=selected[1] - 0.5,
+                               x1=selected[1] + 0.5, y0=selected[0] - 0.5, y1=selected[0] + 0.5,
+                               line=dict(color="#d62728", width=3)))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    fig.update_layout(title=t("inspector.fig.atlas_title"), height=150 + row_px * n_layer, margin=dict(t=80, b=10),
+                      shapes=shapes, clickmode="event+select", hoverdistance=-1,
+                      coloraxis=dict(colorscale=SCORE_SCALE, cmin=0, cmax=1,
                                      colorbar=dict(title=dict(text=t("inspector.fig.score")))))
     return fig
 

@@ -1,7 +1,9 @@
-"""The math behind the Inspect page: attention patterns, head scores, per-character losses, predictions.
+"""The math behind the Inspect page: attention patterns, head scores, per-token losses, predictions.
 
 Everything here is a pure function of a model, a tokenizer and a text (or of tensors), so the page only lays
-out widgets and figures, and tests can check every number against a direct computation.
+out widgets and figures, and tests can check every number against a direct computation. A real model's
+vocabulary is large (SmolLM2: 49,152 tokens), so an inspection keeps the final hidden state rather than every
+position's logits, and computes a position's logits when a view asks for them.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +21,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from . import atlas, copying
 from . import checkpoint as ckpt
-from . import copying
+from .chat import chat_prompt
+from .config import GPTConfig
 from .errors import InputError
 from .generate import check_sampling, stream
 from .model import GPT
@@ -30,6 +35,9 @@ DEFAULT_TEXT = "My cat likes warm milk and soft socks. My cat likes warm milk an
 REPEAT_MIN = 8  # characters a span shares with an earlier one to count as said again
 
 CLEAR_SCORE = 0.3  # a head score below this is not called a role: uniform attention over 100 keys gives 0.01
+# Inspect keeps every head's (T, T) pattern of a text: for a model of many heads the text is cut so that they take
+# at most this many bytes (SmolLM2's 270 heads: 128 tokens, 18 MB)
+PATTERN_BYTES = 32 << 20
 
 # Hooks live on the model object, and the app shares one loaded model between sessions: a forward pass of
 # one session while another has its hooks registered would feed the wrong store. One pass at a time.
@@ -41,37 +49,64 @@ class Inspection:
     """One forward pass over a text, with everything the page shows about it."""
     text: str  # the characters actually fed to the model (known ones, cut to the context)
     ids: torch.Tensor  # (T,)
-    logits: torch.Tensor  # (T, V)
+    final: torch.Tensor  # (T, d_model): the last norm's output, which the output head turns into logits
+    unembed: torch.Tensor  # (V, d_model): the output head's weights (the model's own tensor, not a copy)
+    losses: torch.Tensor  # (T,): each token's cross-entropy given the ones before it; NaN for the first
     patterns: torch.Tensor  # (L, H, T, T): patterns[l, h, query, key]
     unknown: Counter  # characters the tokenizer does not know, dropped from the input
-    truncated: int  # known characters beyond the context window, not analysed
+    truncated: int  # known tokens beyond the context window (or inspect_limit), not analysed
     pieces: list[str]  # each position's token as text (a character, or a BPE token, ⟨e4 bd⟩ for partial bytes)
+    limit: int  # the most tokens inspected: the context, or less for a model of many heads (inspect_limit)
+
+    def logits_at(self, position: int) -> torch.Tensor:
+        """(V,) the logits after `position`, as the model's output head computes them."""
+        return F.linear(self.final[position], self.unembed)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """(T, V) every position's logits: for a small vocabulary, or a test; a view asks logits_at."""
+        return F.linear(self.final, self.unembed)
+
+
+def inspect_limit(cfg: GPTConfig) -> int:
+    """How many tokens Inspect reads: the context, or fewer when every head's patterns would pass PATTERN_BYTES."""
+    fits = int((PATTERN_BYTES / (4 * cfg.n_layer * cfg.n_head)) ** 0.5)
+    return min(cfg.context, fits if fits >= cfg.context else 1 << (fits.bit_length() - 1))
 
 
 def prepare_ids(tokenizer: Tokenizer, text: str, context: int) -> tuple[list[int], Counter, int]:
-    """Token ids of the first `context` known characters, the unknown characters, and how many were cut."""
+    """Token ids of the first `context` known characters, the unknown characters, and how many were cut; after
+    the beginning-of-sequence token where the model was trained with one first (Llama 2, TinyLlama)."""
     ids = tokenizer.encode(text)
+    if ids and getattr(tokenizer, "add_bos", False) and tokenizer.bos_id is not None:
+        ids = [tokenizer.bos_id, *ids]
     return ids[:context], tokenizer.unknown(text), max(0, len(ids) - context)
 
 
-def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits (T, V), attention patterns (L, H, T, T)) of one sequence, read at the hook points."""
+def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logits (T, V), attention patterns (L, H, T, T), the last norm's output (T, d_model)) of one sequence,
+    read at the hook points."""
+    names = [f"blocks.{i}.attn.hook_pattern" for i in range(model.cfg.n_layer)] + ["hook_ln_f_out"]
     with MODEL_LOCK:
-        logits, store = model.run_with_cache(ids[None])
+        logits, store = model.run_with_cache(ids[None], names)
     patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"][0] for i in range(model.cfg.n_layer)])
-    return logits[0], patterns
+    return logits[0], patterns, store["hook_ln_f_out"][0]
 
 
 def inspect_text(model: GPT, tokenizer: Tokenizer, text: str) -> Inspection:
-    ids, unknown, truncated = prepare_ids(tokenizer, text, model.cfg.context)
+    limit = inspect_limit(model.cfg)
+    ids, unknown, truncated = prepare_ids(tokenizer, text, limit)
     if not text:
         raise InputError("inspector.empty", "the text is empty")
     if not ids:
         raise InputError("inspector.no_known", "the text has no character the model knows")
     ids = torch.tensor(ids, dtype=torch.long)
     device = next(model.parameters()).device
-    logits, patterns = (t.cpu() for t in patterns_from_ids(model, ids.to(device)))
-    return Inspection(tokenizer.decode(ids), ids, logits, patterns, unknown, truncated, tokenizer.pieces(ids))
+    logits, patterns, final = patterns_from_ids(model, ids.to(device))
+    losses = char_losses(logits, ids.to(device)).cpu()
+    del logits  # (T, V): 25 MB for 128 tokens of a 49k vocabulary; a view computes the row it shows
+    return Inspection(tokenizer.decode(ids), ids, final.cpu(), model.head.weight.detach().cpu(), losses,
+                      patterns.cpu(), unknown, truncated, tokenizer.pieces(ids), limit)
 
 
 def attention_patterns(model: GPT, tokenizer: Tokenizer, text: str) -> torch.Tensor:
@@ -115,30 +150,27 @@ def repeated_random_text(tokenizer: Tokenizer, length: int, seed: int = 0) -> st
     return tokenizer.decode([whole[i] for i in picks.tolist()]) * 2
 
 
-def repeated_sequence_scores(model: GPT, n_sequences: int = copying.DEFAULT_SEQUENCES,
+def repeated_sequence_scores(model: GPT, n_sequences: int | None = None,
                              seed: int = 0) -> tuple[pd.DataFrame, copying.CopyingReport]:
-    """Head scores on random sequences of the vocabulary shown twice (the `python -m gptcore copying` test), laid
-    out like head_scores, and the measurement itself (the loss of each copy).
+    """Head scores on random sequences of the vocabulary shown twice (the `python -m gptcore copying` test; for a
+    large model fewer and shorter ones, atlas.repeated_shape), laid out like head_scores, and the measurement
+    itself (the loss of each copy).
 
     induction is the mean attention from each second-copy position to the position after its match in the first
     copy: in such a sequence only copying predicts the second half, so this is the cleanest test for induction heads.
     """
     with MODEL_LOCK:
-        report = copying.measure_copying(model, n_sequences=n_sequences, seed=seed)
-    L, H = report.induction.shape
-    return pd.DataFrame({
-        "head": head_names(L, H),
-        "layer": np.repeat(np.arange(L), H),
-        "head_index": np.tile(np.arange(H), L),
-        "previous_token": report.previous_token.flatten().numpy(),
-        "first_token": report.first_token.flatten().numpy(),
-        "induction": report.induction.flatten().numpy(),
-    }), report
+        return atlas.repeated_token_scores(model, n_sequences=n_sequences, seed=seed)
 
 
 def repeated_sequence_example(tokenizer: Tokenizer, length: int, seed: int = 0) -> list[str]:
     """The first sequence repeated_sequence_scores scores, as one label per token."""
     return tokenizer.labels(copying.repeated_ids(tokenizer.vocab_size, length, 2, 1, seed)[0].tolist())
+
+
+def repeated_sequence_ids(vocab_size: int, length: int, seed: int = 0) -> torch.Tensor:
+    """(2 · length,) the first sequence repeated_sequence_scores scores, whose patterns the atlas opens."""
+    return copying.repeated_ids(vocab_size, length, 2, 1, seed)[0]
 
 
 def head_names(n_layer: int, n_head: int) -> list[str]:
@@ -188,14 +220,7 @@ def head_scores(patterns: torch.Tensor, ids) -> pd.DataFrame:
         induction = (p * targets).sum(-1)[..., has_target].mean(-1)
     else:
         induction = torch.full((L, H), float("nan"))
-    return pd.DataFrame({
-        "head": head_names(L, H),
-        "layer": np.repeat(np.arange(L), H),
-        "head_index": np.tile(np.arange(H), L),
-        "previous_token": previous.flatten().numpy(),
-        "first_token": first.flatten().numpy(),
-        "induction": induction.flatten().numpy(),
-    })
+    return atlas.score_table(previous, first, induction)
 
 
 def char_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -225,28 +250,47 @@ def next_char_probs(logits: torch.Tensor, position: int, temperature: float = 1.
 
 def top_predictions(logits: torch.Tensor, tokenizer: Tokenizer, position: int, k: int = 10,
                     temperature: float = 1.0, top_k: int | None = None) -> pd.DataFrame:
-    """The k most likely next characters after `position`, most likely first, with the probabilities generation
-    draws from at this temperature and top-k."""
-    probs = next_char_probs(logits, position, temperature, top_k)
+    """The k most likely next tokens after `position` of logits (T, V), most likely first, with the probabilities
+    generation draws from at this temperature and top-k."""
+    return predictions(logits[position], tokenizer, k, temperature, top_k)
+
+
+def predictions(logits: torch.Tensor, tokenizer: Tokenizer, k: int = 10, temperature: float = 1.0,
+                top_k: int | None = None) -> pd.DataFrame:
+    """The k most likely next tokens of one position's logits (V,): their text, label and probability."""
+    probs = sampling_distribution(logits, temperature, top_k)
     top = torch.topk(probs, min(k, len(probs)))
     ids = top.indices.tolist()
     return pd.DataFrame({"char": tokenizer.pieces(ids), "label": tokenizer.labels(ids),
                          "probability": top.values.numpy()})
 
 
-def generate(model: GPT, tokenizer: Tokenizer, prompt: str, n_chars: int, temperature: float,
-             top_k: int | None, seed: int) -> str:
-    """Sample n_chars continuing the prompt with model.stream, from a private generator seeded with seed."""
+def generation_prompt(tokenizer: Tokenizer, prompt: str, chat: bool = False) -> str:
+    """The text the model continues: the prompt, or (chat) the prompt as a user's message in the model's chat
+    template, ending where the assistant's answer begins."""
     if not prompt:
         raise InputError("inspector.empty_prompt", "the prompt is empty: type at least one character to continue from")
-    ids = tokenizer.encode(prompt)
+    if not chat:
+        return prompt
+    bos, eos = (getattr(tokenizer, name, None) for name in ("bos_id", "eos_id"))
+    return chat_prompt(getattr(tokenizer, "chat_template", None), prompt, "" if bos is None else tokenizer.piece(bos),
+                       "" if eos is None else tokenizer.piece(eos))
+
+
+def generate(model: GPT, tokenizer: Tokenizer, prompt: str, n_chars: int, temperature: float,
+             top_k: int | None, seed: int, chat: bool = False) -> str:
+    """Sample up to n_chars tokens continuing generation_prompt(prompt, chat) with model.stream, from a private
+    generator seeded with seed; it stops early at the tokenizer's end-of-sequence token, which is left out."""
+    ids = prepare_ids(tokenizer, generation_prompt(tokenizer, prompt, chat), model.cfg.context)[0]
     if not ids:
         raise InputError("inspector.prompt_no_known", "the prompt has no character the model knows")
     device = next(model.parameters()).device
     generator = torch.Generator(device).manual_seed(seed)
+    eos = getattr(tokenizer, "eos_id", None)
     with MODEL_LOCK:
-        new = list(stream(model, torch.tensor([ids], device=device), n_chars, temperature=temperature, top_k=top_k,
-                                generator=generator))
+        new = list(takewhile(lambda token: token != eos, stream(
+            model, torch.tensor([ids], device=device), n_chars, temperature=temperature, top_k=top_k,
+            generator=generator)))
     return tokenizer.decode(new)
 
 
@@ -265,6 +309,18 @@ def highlight_html(text: str, weights, colour: str = "255, 75, 75", title=None, 
         spans.append(f'<span style="background:rgba({colour},{w:.2f}){box}"{tip}>{shown}</span>')
     return ('<div style="font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 0.95rem">'
             + "".join(spans) + "</div>")
+
+
+def token_boxes_html(labels: list[str], title=None) -> str:
+    """Where the tokenizer cut a text: one box per token around its label (whitespace visible), neighbours in two
+    alternating colours so that each cut shows; title(i) gives an optional tooltip per token."""
+    boxes = []
+    for i, label in enumerate(labels):
+        tip = f' title="{html.escape(title(i))}"' if title else ""
+        colour = ("#e3edfb", "#fbe9d7")[i % 2]
+        boxes.append(f'<span style="background:{colour};border:1px solid #9aa7b8;border-radius:4px;padding:0 3px;'
+                     f'margin:2px 1px;display:inline-block;white-space:pre"{tip}>{html.escape(label)}</span>')
+    return '<div style="font-family: monospace; line-height: 1.9; font-size: 0.95rem">' + "".join(boxes) + "</div>"
 
 
 def weights_step(path: Path) -> int:

@@ -1,29 +1,33 @@
-"""Inspect: attention patterns, predictions, head roles and how they formed, for any saved checkpoint.
+"""Inspect: attention patterns, predictions, head roles and how they formed, for any saved checkpoint or imported
+real model, and two models side by side.
 
 The tabs live in explorer.inspector_views: cached per checkpoint and text, each interactive part a fragment.
 """
 import streamlit as st
 
+from explorer import inspector_figures as figs
 from explorer import inspector_views as views
-from explorer.checkpoints import Opened, open_checkpoint
+from explorer.checkpoints import Opened, checkpoint_meta, open_checkpoint
 from explorer.i18n import say, t
 from gptcore import inspector as ins
 from gptcore.data import unknown_warning
 from gptcore.errors import UserError
 from gptcore.runs import corpus_of
 
-TABS = ("attention", "predictions", "finder", "training")
+TABS = ("attention", "predictions", "finder", "compare", "training")
 
 
 def show_facts(opened: Opened) -> None:
     """One line about the checkpoint: its step, size, shape and tokenizer, its loss and corpus where known."""
     model, cfg = opened.model, opened.model.cfg
-    meta = views.checkpoint_meta(opened.folder)  # (read only: the dict is shared by every session)
+    meta = checkpoint_meta(opened.folder)  # (read only: the dict is shared by every session)
     facts = [t("inspector.facts.step", step=opened.step), t("inspector.facts.params", n=model.num_params()),
              t("inspector.facts.shape", layers=cfg.n_layer, heads=cfg.n_head), f"d_model {cfg.d_model}",
              t("inspector.facts.context", context=cfg.context), say(opened.tokenizer.describe())]
     if isinstance(meta.get("final_val_loss"), (int, float)):
         facts.insert(1, t("inspector.facts.val_loss", loss=meta["final_val_loss"]))
+    if opened.imported:  # (its step is the importer's 0, not training done here)
+        facts[0] = t("inspector.facts.imported")
     corpus = corpus_of(meta)  # (in this tab's language where the run recorded it as a message)
     st.caption(" · ".join(facts) + ("  \n" + t("inspector.facts.corpus", corpus=say(corpus)) if corpus else ""))
 
@@ -35,10 +39,13 @@ def start_settings(view: views.Inspected) -> None:
     if not 0 <= state.get(view.query_key, -1) < T:
         name_again = ins.repeat_position(view.run.pieces)
         state[view.query_key] = T - 1 if name_again is None else name_again
-    # The head enlarged first is the one that copies best on random characters shown twice, if one does.
-    if not (0 <= state.get("inspect-layer", -1) < cfg.n_layer and 0 <= state.get("inspect-head", -1) < cfg.n_head):
+    # The head enlarged first, for each checkpoint opened, is the one that copies best on random tokens shown twice.
+    if state.get("inspect-heads-of") != view.opened.name or not (
+            0 <= state.get("inspect-layer", -1) < cfg.n_layer and 0 <= state.get("inspect-head", -1) < cfg.n_head):
         state["inspect-layer"], state["inspect-head"] = view.copying_head[:2] if view.copying_head else (0, 0)
-    if state.get("inspect-topk", 0) > cfg.vocab_size:  # a slider refuses a kept value above its new max
+        state["inspect-heads-of"] = view.opened.name
+    if state.get("inspect-topk", 0) > min(cfg.vocab_size, views.BAR_LIMIT):  # (a slider refuses a kept value
+        # above its new max)
         del state["inspect-topk"]
     if state.get("inspect-score-source") not in views.SCORE_SOURCES:
         state["inspect-score-source"] = views.SCORE_SOURCES[0]
@@ -60,15 +67,21 @@ except UserError as e:
     st.stop()
 if warning := unknown_warning(run.unknown):
     st.warning(say(warning))
-if run.truncated:
-    st.warning(t("inspector.truncated", context=opened.model.cfg.context, left_out=run.truncated))
+if run.truncated and run.limit < opened.model.cfg.context:
+    st.warning(t("inspector.capped", heads=opened.model.cfg.n_layer * opened.model.cfg.n_head, limit=run.limit,
+                 left_out=run.truncated))
+elif run.truncated:
+    st.warning(figs.worded("inspector.truncated", opened.tokenizer.kind != "char", context=opened.model.cfg.context,
+                           left_out=run.truncated))
+if opened.tokenizer.kind != "char":
+    views.token_row(run)
 view = views.Inspected(opened, text, run, ins.strongest_head(views.copying_scores(opened.key)[0], "induction"))
 start_settings(view)
 
 # The tabs are lazy: only the open one runs, which keeps a click on this page quick.
 tabs = st.tabs([t(f"inspector.tabs.{tab}") for tab in TABS], key="inspect-tab", on_change="rerun")
 show = {"attention": views.attention_tab, "predictions": views.predictions_tab, "finder": views.finder_tab,
-        "training": views.training_tab}
+        "compare": views.compare_tab, "training": views.training_tab}
 for tab, container in zip(TABS, tabs):
     if container.open:
         with container:

@@ -230,3 +230,126 @@ def test_highlight_html_escapes_and_shows_newlines():
     assert "&lt;" in out and "&gt;" in out and "<b>" not in out
     assert "⏎" in out and "rgba(255,75,75,1.00)" in out  # weights above 1 are clipped
     assert out.count("outline") == 1
+
+
+# ---------------------------------------------------------------- real models: tokens, the atlas, chat
+
+@pytest.fixture(scope="module")
+def tiny_bpe():
+    """A stand-in for an imported model: a byte-level BPE, grouped-query attention and tied embeddings."""
+    from gptcore.tokenizer import BPETokenizer
+
+    tokenizer = BPETokenizer.train([ins.DEFAULT_TEXT * 10 + " Lily met Tom.\nThe dog ran home." * 10], 300)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=32, n_layer=2, n_head=4, n_kv_head=2, d_ff=64,
+                    context=64, tie_embeddings=True)
+    model, _ = build_model(cfg, seed=5)
+    return model.eval(), tokenizer
+
+
+def test_the_atlas_scores_random_tokens_shown_twice_as_the_copying_test_does(tiny):
+    from gptcore import atlas, copying
+
+    model, _ = tiny
+    scores, report = atlas.repeated_token_scores(model, length=20, n_sequences=3, seed=4)
+    direct = copying.measure_copying(model, length=20, repeats=2, n_sequences=3, seed=4)
+    for column, expected in (("induction", direct.induction), ("previous_token", direct.previous_token),
+                             ("first_token", direct.first_token)):
+        np.testing.assert_allclose(scores[column].to_numpy(), expected.flatten().numpy(), atol=1e-6)
+    assert report.copy_losses == pytest.approx(direct.copy_losses, abs=1e-5)
+    assert scores["head"].tolist() == ins.head_names(2, 4)
+
+
+def test_a_large_model_is_scored_on_fewer_shorter_sequences():
+    from gptcore import atlas, copying
+
+    smollm2 = GPTConfig(vocab_size=49152, d_model=576, n_layer=30, n_head=9, n_kv_head=3, d_ff=1536, context=2048,
+                        tie_embeddings=True)
+    assert atlas.repeated_shape(smollm2) == (atlas.LARGE_LENGTH, atlas.LARGE_SEQUENCES) == (50, 4)
+    assert atlas.repeated_shape(GPTConfig()) == (GPTConfig().context // 2, copying.DEFAULT_SEQUENCES)
+    # every head's patterns of a text fit in PATTERN_BYTES: SmolLM2 reads 128 tokens, the tutorial's model its context
+    assert ins.inspect_limit(smollm2) == 128 and 4 * 30 * 9 * 128 ** 2 <= ins.PATTERN_BYTES
+    assert ins.inspect_limit(GPTConfig()) == GPTConfig().context
+
+
+def test_clear_heads_are_the_ones_at_the_threshold_best_first():
+    from gptcore import atlas
+
+    ids = torch.tensor([0, 1, 2, 0, 1, 2])
+    induction = one_hot_rows(6, lambda i: i - 2 if i >= 3 else i)
+    patterns = torch.stack([torch.eye(6), induction, 0.5 * induction + 0.5 * torch.eye(6)])[None]
+    scores = ins.head_scores(patterns, ids)
+    assert atlas.clear_heads(scores, "induction", 0.3)["head"].tolist() == ["L0H1", "L0H2"]
+    assert atlas.clear_heads(scores, "induction", 0.6)["head"].tolist() == ["L0H1"]
+    assert atlas.clear_heads(ins.head_scores(patterns, torch.arange(6)), "induction", 0.3).empty  # NaN: none
+
+
+def test_a_bpe_model_is_inspected_token_by_token(tiny_bpe):
+    model, tokenizer = tiny_bpe
+    text = "My cat likes warm milk.\nMy cat"
+    run = ins.inspect_text(model, tokenizer, text)
+    ids = tokenizer.encode(text)
+    assert run.ids.tolist() == ids and run.pieces == tokenizer.pieces(ids) and "".join(run.pieces) == text
+    assert ins.token_labels(run.pieces) == tokenizer.labels(ids)
+    assert "␣cat" in ins.token_labels(run.pieces) and "⏎" in "".join(ins.token_labels(run.pieces))
+    logits = model(run.ids[None])[0][0]
+    assert torch.allclose(run.logits, logits, atol=1e-5)  # the final state times the tied head: the model's logits
+    assert torch.allclose(run.logits_at(3), logits[3], atol=1e-5)
+    assert torch.allclose(run.losses[1:], F.cross_entropy(logits[:-1], run.ids[1:], reduction="none"), atol=1e-5)
+    top = ins.predictions(run.logits_at(3), tokenizer, 5)
+    assert top["label"].tolist() == tokenizer.labels(logits[3].topk(5).indices.tolist())
+
+
+def test_token_boxes_show_each_token_with_its_whitespace_and_escape_the_rest():
+    out = ins.token_boxes_html(["My", "␣<b>", "⏎"], lambda i: f"position {i}")
+    assert out.count("<span") == 3 and "&lt;b&gt;" in out and "<b>" not in out
+    assert '>My</span>' in out and '>⏎</span>' in out
+    assert 'title="position 2"' in out
+    assert out.count("#e3edfb") == 2 and out.count("#fbe9d7") == 1  # neighbours in two colours: each cut shows
+
+
+def test_a_text_longer_than_a_large_models_limit_is_cut_there(tiny_bpe, monkeypatch):
+    model, tokenizer = tiny_bpe
+    monkeypatch.setattr(ins, "PATTERN_BYTES", 4 * 2 * 4 * 20 ** 2)  # room for 20 tokens of this model's 8 heads
+    text = "My cat likes warm milk and soft socks. " * 4
+    run = ins.inspect_text(model, tokenizer, text)
+    assert run.limit == 16 and len(run.ids) == 16  # (the power of two at or below 20)
+    assert run.truncated == len(tokenizer.encode(text)) - 16 and run.patterns.shape[-1] == 16
+
+
+def test_generation_stops_at_the_end_of_sequence_token(tiny):
+    model, tokenizer = tiny
+    whole = ins.generate(model, tokenizer, "Lily", 30, temperature=0.0, top_k=None, seed=0)
+    stop = whole[7]
+    tokenizer = CharTokenizer(CHARS)
+    tokenizer.eos_id = tokenizer.stoi[stop]
+    assert ins.generate(model, tokenizer, "Lily", 30, temperature=0.0, top_k=None, seed=0) == whole[:whole.index(stop)]
+
+
+SMOLLM2_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                    "{{ '<|im_start|>system\nYou are a helpful AI assistant.<|im_end|>\n' }}{% endif %}"
+                    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+                    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def test_a_chat_prompt_is_the_message_in_the_models_template():
+    from gptcore.chat import TemplateError, chat_prompt
+
+    assert chat_prompt(SMOLLM2_TEMPLATE, "Hi!") == ("<|im_start|>system\nYou are a helpful AI assistant.<|im_end|>\n"
+                                                    "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n")
+    with pytest.raises(TemplateError, match="has no chat template"):
+        chat_prompt(None, "Hi!")
+    with pytest.raises(TemplateError, match="refused the message: only system"):
+        chat_prompt("{{ raise_exception('only system') }}", "Hi!")
+    with pytest.raises(TemplateError, match="cannot be rendered"):
+        chat_prompt("{% for %}", "Hi!")
+    with pytest.raises(TemplateError, match="cannot be rendered"):  # the sandbox: no reaching into Python
+        chat_prompt("{{ ''.__class__.__mro__[1].__subclasses__() }}", "Hi!")
+
+
+def test_a_model_trained_with_a_first_token_gets_it(tiny):
+    _, tokenizer = tiny
+    tokenizer = CharTokenizer(CHARS)
+    assert ins.prepare_ids(tokenizer, "Lily", 10)[0] == tokenizer.encode("Lily")
+    tokenizer.add_bos, tokenizer.bos_id = True, 0
+    assert ins.prepare_ids(tokenizer, "Lily", 10)[0] == [0, *tokenizer.encode("Lily")]
+    assert ins.prepare_ids(tokenizer, "Lily", 3)[0] == [0, *tokenizer.encode("Li")]

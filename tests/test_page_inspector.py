@@ -299,8 +299,8 @@ def test_generate_streams_from_the_model_with_the_chosen_settings(shipped):
     at.slider(key="inspect-gen-chars").set_value(60)
     at.button(key="inspect-generate").click().run()
     assert not at.exception
-    prompt, generated = at.session_state["inspect-generated"]
-    assert prompt == ins.DEFAULT_TEXT
+    prompt, chat, generated = at.session_state["inspect-generated"]
+    assert prompt == ins.DEFAULT_TEXT and chat is False  # (a character model has no chat template)
     assert generated == ins.generate(shipped.model, shipped.tokenizer, ins.DEFAULT_TEXT, 60, 0.5, None, 7)
 
 
@@ -345,3 +345,175 @@ def test_every_bar_is_named_and_every_head_has_its_own_look(shipped):
     looks = {(tr["line"]["color"], tr["line"]["dash"], tr["marker"]["symbol"]) for tr in shown}
     assert len(looks) == cfg.n_layer * cfg.n_head  # no two heads drawn alike
     assert len({tr["line"]["color"] for tr in shown}) == cfg.n_layer  # the colour says the layer
+
+
+# ------------------------------------------------------------- real models: the picker, tokens, the atlas, two models
+
+@pytest.fixture(scope="module")
+def with_import(tmp_path_factory):
+    """A checkpoints folder with the shipped model and a small imported one: a byte-level BPE, grouped-query
+    attention, tied embeddings, marked `imported` as gptcore.hub marks a real model."""
+    from gptcore.config import GPTConfig
+    from gptcore.model import GPT
+    from gptcore.tokenizer import BPETokenizer
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    (root / SHIPPED_NAME).symlink_to(SHIPPED, target_is_directory=True)
+    tokenizer = BPETokenizer.train([ins.DEFAULT_TEXT * 10 + " Lily met Tom.\nThe dog ran home." * 10], 300)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=32, n_layer=2, n_head=4, n_kv_head=2, d_ff=64,
+                    context=64, tie_embeddings=True)
+    import torch
+
+    torch.manual_seed(0)
+    ckpt.save_checkpoint(root / "tiny-import", GPT(cfg).eval(), tokenizer, {"step": 0, "imported": True})
+    return root
+
+
+def run_in(root: Path, monkeypatch, **state) -> AppTest:
+    import streamlit as st
+
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", root)
+    st.cache_resource.clear()  # (the picker's meta.json reads are cached by folder)
+    at = AppTest.from_file(str(PAGE), default_timeout=90)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_picker_marks_an_imported_model_and_offers_to_get_smollm2(with_import, monkeypatch):
+    at = run_in(with_import, monkeypatch)
+    picker = at.selectbox(key="inspect-checkpoint")
+    assert picker.options == [SHIPPED_NAME, "tiny-import · imported"] and picker.value == SHIPPED_NAME
+    assert at.button(key="inspect-get-smollm2").label == "Get SmolLM2-135M"
+    assert at.button(key="inspect-import").disabled  # nothing typed yet
+    assert not [c for c in at.caption if "The tokenizer cut" in c.value]  # a character model: no token row
+
+
+def test_a_token_model_is_shown_in_tokens(with_import, monkeypatch):
+    at = run_in(with_import, monkeypatch, **{"inspect-checkpoint": "tiny-import"})
+    loaded = ckpt.load_checkpoint(with_import / "tiny-import")
+    ids = loaded.tokenizer.encode(ins.DEFAULT_TEXT)
+    assert f"The tokenizer cut these {len(ins.DEFAULT_TEXT)} characters into {len(ids)} tokens" in \
+        " ".join(c.value for c in at.caption)
+    row = next(h.proto.body for h in at.get("html") if "#fbe9d7" in h.proto.body)
+    assert row.count("<span") == len(ids) and ">␣cat</span>" in row
+    assert "imported model" in at.caption[1].value  # the facts: an import has no training step to report
+    assert list(chart(at, "inspect-head-figure")["layout"]["xaxis"]["ticktext"]) == loaded.tokenizer.labels(ids)
+    open_tab(at, "Predictions")
+    assert [s.value for s in at.subheader][0] == "Next-token distribution"
+    assert chart(at, "inspect-predictions")["layout"]["xaxis"]["title"]["text"] == "next token"
+    assert at.slider(key="inspect-gen-tokens").label == "Tokens"
+
+
+def test_the_atlas_draws_every_heads_scores_and_opens_the_chosen_head(shipped, monkeypatch):
+    at = open_tab(run_page(), "Head finder")
+    scores = ins.repeated_sequence_scores(shipped.model)[0]
+    cfg = shipped.model.cfg
+    spec = chart(at, "inspect-atlas")
+    for i, column in enumerate(figs.ATLAS_SCORES):  # a map and the points a click picks, per score
+        grid, points = spec["data"][2 * i], spec["data"][2 * i + 1]
+        np.testing.assert_allclose(array(grid["z"]), scores[column].to_numpy().reshape(cfg.n_layer, cfg.n_head))
+        np.testing.assert_allclose(array(points["customdata"])[:, 2], scores[column].to_numpy())
+        assert array(points["customdata"])[:, :2].tolist() == [[n, h] for n in range(cfg.n_layer)
+                                                               for h in range(cfg.n_head)]
+    best = ins.strongest_head(scores, "induction")
+    found = scores[scores["induction"] >= ins.CLEAR_SCORE]
+    sentence = next(m.value for m in at.markdown if m.value.startswith("**Threshold 0.3**"))
+    assert f"{len(found)} of the {cfg.n_layer * cfg.n_head} heads reach an induction score of 0.3" in sentence
+    assert f"The strongest is **L{best[0]}H{best[1]}** ({best[2]:.2f})" in sentence
+    # the head opened is the page's chosen one (the best copier to start with), drawn on the first random sequence
+    layer, head = best[:2]
+    assert [s["x0"] for s in spec["layout"]["shapes"]] == [head - 0.5] * 3
+    assert any(m.value.startswith(f"**Opened: L{layer}H{head}**") for m in at.markdown)
+    report = ins.repeated_sequence_scores(shipped.model)[1]
+    ids = ins.repeated_sequence_ids(cfg.vocab_size, report.length)
+    patterns = ins.patterns_from_ids(shipped.model, ids)[1]
+    np.testing.assert_allclose(array(chart(at, "inspect-atlas-head")["data"][0]["z"]), patterns[layer, head],
+                               atol=1e-6)
+
+
+def test_two_models_side_by_side_on_one_text(with_import, monkeypatch, shipped):
+    at = run_in(with_import, monkeypatch, **{"inspect-tab": "Side by side", "inspect-compare-with": "tiny-import"})
+    imported = ckpt.load_checkpoint(with_import / "tiny-import")
+    char = at.select_slider(key=f"inspect-compare-char-{len(ins.DEFAULT_TEXT)}").value
+    assert char == ins.repeat_position(list(ins.DEFAULT_TEXT))  # in the second saying, where copying shows
+    for side, loaded in (("a", shipped), ("b", imported)):
+        run = ins.inspect_text(loaded.model, loaded.tokenizer, ins.DEFAULT_TEXT)
+        position = int(np.searchsorted(np.cumsum([len(p) for p in run.pieces]), char, side="right"))
+        assert len("".join(run.pieces[:position])) <= char < len("".join(run.pieces[:position + 1]))
+        scores = ins.head_scores(run.patterns, run.ids)
+        best = ins.strongest_head(scores, "induction")
+        if best is None:  # (the random import copies nothing: its best head is shown, and said to be below 0.3)
+            i = int(scores["induction"].fillna(-1).to_numpy().argmax())
+            layer, head = divmod(i, loaded.model.cfg.n_head)
+            assert any(f"the best, L{layer}H{head}, is shown" in m.value for m in at.markdown)
+        else:
+            layer, head = best[:2]
+            assert any(f"**L{layer}H{head}** ({best[2]:.2f})" in m.value for m in at.markdown)
+        np.testing.assert_allclose(array(chart(at, f"inspect-compare-{side}-head")["data"][0]["z"]),
+                                   run.patterns[layer, head], atol=1e-6)
+        top = ins.predictions(run.logits_at(position), loaded.tokenizer, 8)
+        bars = chart(at, f"inspect-compare-{side}-predictions")["data"][0]
+        assert list(bars["x"]) == top["label"].tolist()
+        np.testing.assert_allclose(array(bars["y"]), top["probability"].to_numpy(), atol=1e-6)
+    headings = [m.value for m in at.markdown if m.value.startswith("####")]
+    assert headings == [f"#### {SHIPPED_NAME}", "#### tiny-import"]
+
+
+def test_smollm2_is_fetched_in_the_background_with_its_progress_then_opened(with_import, monkeypatch, tmp_path):
+    """The button starts the import as a job (gptcore.hub's own functions, replaced here by a stand-in that copies
+    the small import): its stage, bytes and time left show while it runs; then the picker lists and opens it."""
+    import shutil
+    import threading
+
+    from explorer import model_picker
+    from explorer.ui import job_registry
+
+    root = tmp_path / "checkpoints"
+    shutil.copytree(with_import, root, symlinks=True)
+    release, calls = threading.Event(), []
+
+    def import_model(source, out, progress):
+        calls.append((source, out))
+        progress(40_000_000, 92_871_040, "download")
+        release.wait(30)
+        shutil.copytree(with_import / "tiny-import", out)
+
+    monkeypatch.setattr(model_picker.hub, "import_model", import_model)
+    at = run_in(root, monkeypatch)
+    at.button(key="inspect-get-smollm2").click().run()
+    assert not at.exception, at.exception
+    assert calls == [("smollm2", root / "smollm2")]
+    bar = at.get("progress")[0].proto
+    assert bar.text.startswith("Step 1 of 6: downloading, 40.0 of 92.9 MB") and bar.value == 43
+    assert at.button(key="inspect-get-smollm2").disabled  # one import at a time
+    release.set()
+    job_registry().latest(model_picker.JOB_KIND).join(30)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="inspect-checkpoint").value == "smollm2"  # opened as soon as it is there
+    assert "smollm2 · imported" in at.selectbox(key="inspect-checkpoint").options
+    assert [s.value for s in at.success] == ["Imported as `smollm2`: it is now in the list of checkpoints."]
+    assert not any(b.key == "inspect-get-smollm2" for b in at.button)  # SmolLM2 is here: no button for it
+
+
+def test_an_import_that_fails_says_why(with_import, monkeypatch):
+    from explorer import model_picker
+    from explorer.ui import job_registry
+    from gptcore.hub import ImportFailure
+
+    def import_model(source, out, progress):
+        raise ImportFailure("hub.no_source", "{source} is neither smollm2, a .gguf file, a Hugging Face model folder "
+                            "nor a Hugging Face model name (organisation/model)", source=source)
+
+    monkeypatch.setattr(model_picker.hub, "import_model", import_model)
+    at = run_in(with_import, monkeypatch)
+    at.text_input(key="inspect-import-source").set_value("nowhere").run()
+    at.button(key="inspect-import").click().run()
+    job_registry().latest(model_picker.JOB_KIND).join(30)
+    at.run()
+    assert [e.value for e in at.error] == ["nowhere is neither smollm2, a .gguf file, a Hugging Face model folder nor "
+                                           "a Hugging Face model name (organisation/model)"]
+    assert at.selectbox(key="inspect-checkpoint").value == SHIPPED_NAME
