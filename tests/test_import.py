@@ -339,51 +339,80 @@ def test_a_model_too_large_is_refused_before_loading(families, tmp_path, monkeyp
             r"this server opens models up to 0.0 GB \(GPTCORE_MAX_MODEL_GB\)")
 
 
-# A tiny GGUF file of the llama architecture, written with gguf's own writer from the tiny Llama above (q and k
-# rows permuted as llama.cpp's converter stores them), for the GGUF paths that need no SmolLM2.
+# Tiny GGUF files written with gguf's own writer from the tiny models above, laid out as llama.cpp's converter lays
+# them out (the llama architecture's q and k rows permuted, qwen2's and qwen3's as Hugging Face has them), and read
+# by transformers' own GGUF loading as the referee.
 
 def llama_cpp_order(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Hugging Face's rotate-half rows in llama.cpp's order for the llama architecture (its convert_hf_to_gguf)."""
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-@pytest.fixture(scope="module")
-def tiny_gguf(families, tmp_path_factory):
+GGUF_FAMILIES = {"mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}  # family -> llama.cpp's architecture
+GGUF_LAYER = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate",
+              "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def add_vocabulary(writer, folder: Path, rows: int, split: str) -> None:
+    """The tokenizer's vocabulary as llama.cpp stores it: byte-level tokens with merges and the split's name, or
+    sentencepiece pieces with scores (a merged piece scores by when it was merged); padding rows marked unused.
+    split: llama.cpp's name of the split before the merges (qwen2's, or gpt-2's, which the tokenizer.json has)."""
+    hf = json.loads((folder / "tokenizer.json").read_text())
+    vocab, specials = hf["model"]["vocab"], {t["content"] for t in hf["added_tokens"]}
+    tokens = sorted(vocab, key=vocab.get) + [f"[PAD{i}]" for i in range(len(vocab), rows)]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in hf["model"]["merges"]]
+    types = [3 if t in specials else 5 if t.startswith("[PAD") else 6 if t.startswith("<0x") else 1 for t in tokens]
+    if hf["model"].get("byte_fallback"):
+        writer.add_tokenizer_model("llama")
+        merged = {m.replace(" ", ""): rank for rank, m in reversed(list(enumerate(merges)))}
+        writer.add_token_scores([-1.0 - merged.get(t, len(merges)) if len(t) > 1 else 0.0 for t in tokens])
+        types[0] = 2  # <unk>
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(split)
+        writer.add_token_merges(merges)
+        writer.add_bos_token_id(0)
+        writer.add_eos_token_id(2)
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+
+
+def write_gguf(family: str, folder: Path, model, path: Path) -> Path:
     import gguf
 
-    folder, model, _, _ = families["llama3"]
-    cfg, hf = model.config, byte_level_tokenizer()
-    path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
+    arch, cfg = GGUF_FAMILIES[family], model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(cfg.num_hidden_layers)
     writer.add_context_length(cfg.max_position_embeddings)
     writer.add_embedding_length(cfg.hidden_size)
     writer.add_feed_forward_length(cfg.intermediate_size)
     writer.add_head_count(cfg.num_attention_heads)
     writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("smollm")
-    vocab = json.loads(hf.to_str())["model"]
-    writer.add_token_list(sorted(hf.get_vocab(), key=hf.get_vocab().get))
-    writer.add_token_types([3 if t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>") else 1
-                            for t in sorted(hf.get_vocab(), key=hf.get_vocab().get)])
-    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in vocab["merges"]])
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(2)
-    state = model.state_dict()
+    writer.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    add_vocabulary(writer, folder, cfg.vocab_size, "qwen2" if family == "qwen2" else "gpt-2")
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    if not cfg.tie_word_embeddings:
+        names["lm_head.weight"] = "output.weight"
+    state = model.state_dict()
     for i in range(cfg.num_hidden_layers):
-        for theirs, ours in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
-                             ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
-                             ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
-                             ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")):
-            names[f"model.layers.{i}.{theirs}.weight"] = f"blk.{i}.{ours}.weight"
+        for theirs, ours in GGUF_LAYER.items():
+            for kind in ("weight", "bias"):
+                if f"model.layers.{i}.{theirs}.{kind}" in state:
+                    names[f"model.layers.{i}.{theirs}.{kind}"] = f"blk.{i}.{ours}.{kind}"
     for theirs, ours in names.items():
         w = state[theirs].float()
-        if ours.endswith(("attn_q.weight", "attn_k.weight")):
-            w = llama_cpp_order(w, cfg.num_attention_heads if "attn_q" in ours else cfg.num_key_value_heads)
+        if arch == "llama" and ("attn_q." in ours or "attn_k." in ours):
+            w = llama_cpp_order(w, cfg.num_attention_heads if "attn_q." in ours else cfg.num_key_value_heads)
         writer.add_tensor(ours, w.numpy())
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -392,20 +421,45 @@ def tiny_gguf(families, tmp_path_factory):
     return path
 
 
-def test_a_gguf_file_of_the_llama_architecture_imports_as_transformers_reads_it(families, tiny_gguf, tmp_path):
-    out = hub.import_model(tiny_gguf, tmp_path / "gguf")
-    loaded, model = load_checkpoint(out), families["llama3"][1]
-    ids = torch.randint(model.config.vocab_size, (1, 24), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():  # (our file keeps RoPE unscaled: the reference is the same model without its scaling)
-        model.config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
-        reference = type(model)(model.config).eval()
-        reference.load_state_dict(model.state_dict())
-        assert (loaded.model(ids)[0] - reference(ids).logits).abs().max().item() < 1e-4
-    assert loaded.meta["source"]["kind"] == "gguf" and loaded.meta["architecture"] == "llama"
-    assert loaded.tokenizer.encode(SENTENCES[1]) == families["llama3"][3].tokenizer.encode(SENTENCES[1])
+@pytest.fixture(scope="module")
+def gguf_files(families, tmp_path_factory):
+    """{family: (GGUF file, transformers' model and tokenizer read from it, our import of it)}."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    made = {}
+    for family in GGUF_FAMILIES:
+        folder, model = families[family][:2]
+        path = write_gguf(family, folder, model, tmp_path_factory.mktemp(f"{family}-gguf") / f"{family}.gguf")
+        # (transformers' GGUF reader leaves out qwen3.attention.key_length and builds heads 128 wide: the tiny
+        # Qwen3's 24-wide heads are judged by the model the file was written from)
+        theirs = model if family == "qwen3" else \
+            AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+        made[family] = (path, theirs, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
+                        load_checkpoint(hub.import_model(path, path.parent / "imported")))
+    return made
 
 
-def test_a_damaged_gguf_file_is_refused(tiny_gguf, tmp_path, monkeypatch):
+@pytest.mark.parametrize("family", GGUF_FAMILIES)
+def test_a_gguf_file_imports_as_transformers_reads_it(gguf_files, family):
+    path, model, tokenizer, ours = gguf_files[family]
+    ids = torch.randint(model.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        theirs = model(ids).logits
+        assert (ours.model(ids)[0] - theirs).abs().max().item() < 1e-4
+    assert theirs.abs().max().item() > 1
+    for text in SENTENCES:
+        assert ours.tokenizer.encode(text) == tokenizer(text, add_special_tokens=False)["input_ids"], text
+    assert (ours.meta["source"]["kind"], ours.meta["architecture"]) == ("gguf", GGUF_FAMILIES[family])
+    assert ours.meta["source"]["sha256"] == {path.name: fetch.file_sha256(path)}
+
+
+def test_a_gguf_files_padding_rows_are_no_tokens(gguf_files):
+    tokenizer = gguf_files["qwen2"][3].tokenizer
+    assert (tokenizer.vocab_size, tokenizer.own_size) == (312, 300) and tokenizer.piece(305) == ""
+
+
+def test_a_damaged_gguf_file_is_refused(gguf_files, tmp_path, monkeypatch):
+    tiny_gguf = gguf_files["qwen3"][0]
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes(tiny_gguf.read_bytes()[:tiny_gguf.stat().st_size - 1000])
     refused(truncated, tmp_path / "out" / "a", r"truncated.gguf is not a readable GGUF file \(blk\.1\.\w+\.weight "

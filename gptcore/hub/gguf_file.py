@@ -44,7 +44,7 @@ PRE_TOKENIZERS = {
     **dict.fromkeys(("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "falcon3", "dbrx"), "llama3"),
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), "qwen2"),
 }
-CONTROL, USER_DEFINED = 3, 4  # tokenizer.ggml.token_type values: special tokens, added tokens
+CONTROL, USER_DEFINED, UNUSED = 3, 4, 5  # tokenizer.ggml.token_type: special tokens, added tokens, padding rows
 
 
 def read_gguf(path: Path, max_context: int, progress: Progress = ignore_progress) -> Imported:
@@ -295,6 +295,8 @@ def gguf_tokenizer(file: GGUFFile, vocab_size: int) -> HFTokenizer:
     kind = file.get("tokenizer.ggml.model")
     tokens = file.get("tokenizer.ggml.tokens")
     types = file.get("tokenizer.ggml.token_type", [1] * len(tokens))
+    while tokens and types[len(tokens) - 1] == UNUSED:  # rows that pad the vocabulary: no token of the tokenizer
+        tokens = tokens[:-1]
     if kind == "gpt2":
         hf = byte_level_bpe(file, tokens)
         add_bos = file.get("tokenizer.ggml.add_bos_token", False)
@@ -337,32 +339,31 @@ def byte_level_bpe(file: GGUFFile, tokens: list[str]):
 
 def sentencepiece_bpe(file: GGUFFile, tokens: list[str]):
     """A Llama 2-style vocabulary: ▁ for a space (one put before the text), <0xNN> for bytes no token spells."""
-    from tokenizers import Tokenizer, decoders, models, normalizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     if (stored := file.get("tokenizer.ggml.merges", None)) is not None:
         merges = [tuple(m.split(" ", 1)) for m in stored]
     else:
         merges = merges_from_scores(tokens, file.get("tokenizer.ggml.scores"))
-    unknown = tokens[file.get("tokenizer.ggml.unknown_token_id", 0)]
-    hf = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, unk_token=unknown, fuse_unk=True,
-                              byte_fallback=True))
-    steps = [normalizers.Replace(" ", "▁")]
-    if file.get("tokenizer.ggml.add_space_prefix", True):
-        steps.insert(0, normalizers.Prepend("▁"))
-    hf.normalizer = normalizers.Sequence(steps)
+    hf = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=True, byte_fallback=True))
+    prefix = file.get("tokenizer.ggml.add_space_prefix", True)
+    hf.pre_tokenizer = pre_tokenizers.Metaspace("▁", "first" if prefix else "never", split=False)
     hf.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
-                                    decoders.Strip(" ", 1, 0)])
+                                    *([decoders.Strip(" ", 1, 0)] if prefix else [])])
     return hf
 
 
 def merges_from_scores(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
-    """The merges a sentencepiece vocabulary implies: every split of a token into two tokens, the best-scored
-    merged token first (sentencepiece merges the pair whose result scores highest)."""
+    """The merges a sentencepiece vocabulary implies: every split of a token into two tokens, ranked by the merged
+    token's score (sentencepiece merges the pair whose result scores highest), ties as Hugging Face's converter
+    breaks them (the longer left piece, then the longer right one, then the order of the vocabulary)."""
     index = {t: i for i, t in enumerate(tokens)}
-    found = [(scores[index[token]], index[left], left, token[len(left):]) for token in tokens
-             for left in (token[:k] for k in range(1, len(token))) if left in index and token[len(left):] in index]
-    found.sort(key=lambda m: (-m[0], m[1]))
-    return [(left, right) for _, _, left, right in found]
+    found = []
+    for token, score in zip(tokens, scores):
+        splits = [(token[:k], token[k:]) for k in range(1, len(token)) if token[:k] in index and token[k:] in index]
+        found += [(score, left, right) for left, right in sorted(splits, key=lambda p: (index[p[0]], index[p[1]]))]
+    found.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)  # (a stable sort, also reversed)
+    return [(left, right) for _, left, right in found]
 
 
 def add_special_tokens(hf, tokens: list[str], types: list[int], byte_level: bool) -> None:
