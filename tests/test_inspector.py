@@ -353,3 +353,40 @@ def test_a_model_trained_with_a_first_token_gets_it(tiny):
     tokenizer.add_bos, tokenizer.bos_id = True, 0
     assert ins.prepare_ids(tokenizer, "Lily", 10)[0] == [0, *tokenizer.encode("Lily")]
     assert ins.prepare_ids(tokenizer, "Lily", 3)[0] == [0, *tokenizer.encode("Li")]
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """SmolLM2-135M-Instruct imported from the cache (never from checkpoints/): skipped when it was never fetched."""
+    from gptcore import hub
+
+    if hub.cached_smollm2() is None:
+        print(f"skipping: SmolLM2 is not in the cache {hub.cache_dir()} (python -m gptcore fetch smollm2)")
+        pytest.skip(f"SmolLM2 is not in the cache {hub.cache_dir()}: run python -m gptcore fetch smollm2")
+    out = hub.import_model("smollm2", tmp_path_factory.mktemp("smollm2") / "smollm2")
+    model, tokenizer, _ = ckpt.load_weights(out / "model.safetensors")
+    return model, tokenizer
+
+
+def test_smollm2s_induction_heads_are_found_on_a_sentence_said_twice(smollm2):
+    from gptcore import atlas
+
+    model, tokenizer = smollm2
+    run = ins.inspect_text(model, tokenizer, ins.DEFAULT_TEXT)
+    assert ins.token_labels(run.pieces)[:3] == ["My", "␣cat", "␣likes"] and len(run.ids) == 18
+    on_text = ins.head_scores(run.patterns, run.ids)
+    layer, head, score = ins.strongest_head(on_text, "induction")
+    assert layer >= 10 and score >= 0.5  # a real model's induction heads sit in its middle and later layers
+    on_random, report = ins.repeated_sequence_scores(model)
+    assert (report.length, report.n_sequences) == (50, 4)
+    assert report.copy_losses[1] < 0.5 * report.copy_losses[0]  # it copies a random sequence it has seen once
+    clear = set(atlas.clear_heads(on_random, "induction", ins.CLEAR_SCORE)["head"])
+    assert f"L{layer}H{head}" in clear and on_random["induction"].max() >= 0.7  # the same heads copy on both
+
+
+def test_smollm2_answers_in_its_chat_template_and_stops_at_its_end_of_turn(smollm2):
+    model, tokenizer = smollm2
+    prompt = ins.generation_prompt(tokenizer, "What is the capital of France?", chat=True)
+    assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    answer = ins.generate(model, tokenizer, "What is the capital of France?", 60, 0.0, None, 0, chat=True)
+    assert "Paris" in answer and len(tokenizer.encode(answer)) < 60  # ended by <|im_end|>, which is left out
