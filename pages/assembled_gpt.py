@@ -6,12 +6,15 @@ import streamlit as st
 
 from explorer.demo_plots import diagram_figure, merge_layout_figure, shares_figure
 from explorer.i18n import say, t
+from explorer.real_model import PERCENT, check_mark, converted_counts, models_table, real_model_panel
 from explorer.tables import column_name, shown_table
 from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
+from gptcore.demos import real_models as rm
 from gptcore.errors import UserError
 from gptcore.model import GPT, Attention, Block
+from gptcore.published import SMOLLM2_135M
 from gptcore.sources import CorpusSource, tinystories_cached
 
 TUTORIAL = GPTConfig()
@@ -96,6 +99,19 @@ if cfg is not None:
         st.caption(t("assembled_gpt.params.our_vocab", ours=OUR_VOCAB, extra=OUR_VOCAB - TUTORIAL.vocab_size,
                      d=TUTORIAL.d_model, n=GPT(replace(TUTORIAL, vocab_size=OUR_VOCAB)).num_params()))
     show_source(anatomy.parameter_parts, anatomy.counted_parts)
+    with real_model_panel("gpt-real"):
+        smol, ours = rm.embedding_share(SMOLLM2_135M.config), rm.embedding_share(cfg)
+        st.markdown(t("assembled_gpt.real.body", name=SMOLLM2_135M.name, vocab=smol["vocab"], d=smol["d_model"],
+                      table=smol["embedding"], share=smol["embedding share"], params=smol["parameters"],
+                      untied=smol["untied parameters"], untied_share=smol["untied share"], ours_vocab=ours["vocab"],
+                      ours_d=ours["d_model"], ours_table=ours["embedding"], ours_both=ours["embedding + head"],
+                      ours_share=ours["embedding share"], ours_params=ours["parameters"]))
+        models_table(rm.embedding_table(cfg), {"vocab": "{:,}", "embedding": "{:,}", "tied": check_mark,
+                                               "parameters": "{:,}", "embedding share": PERCENT})
+        if (copy := converted_counts()) is not None:
+            st.caption(t("real_model.converted", folder=copy[0], embedding=copy[1]["embedding"],
+                         params=copy[1]["parameters"]))
+        show_source(rm.embedding_share)
 
     # --- shapes ------------------------------------------------------------------------------------------
     st.header(t("assembled_gpt.shapes.header"))

@@ -2,11 +2,14 @@ import streamlit as st
 
 from explorer.demo_plots import ACTIVATION_COLORS, activation_figure, ffn_budget_figure, gate_figure
 from explorer.i18n import say, t
+from explorer.real_model import models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import ConfigError, swiglu_hidden
 from gptcore.demos import ffn
+from gptcore.demos import real_models as rm
 from gptcore.model import FeedForward
+from gptcore.published import SMOLLM2_135M
 
 MULTIPLES = [1, 8, 64, 128, 256]
 
@@ -58,6 +61,12 @@ st.markdown(t("ffn_swiglu.budget.text"))
 examples = [(t("ffn_swiglu.budget.tutorial_model"), 128, 8), ("LLaMA-2-7B", 4096, 256)]
 st.table([{t("ffn_swiglu.columns.model"): name, "d_model": d, "8/3·d": f"{8 * d / 3:.2f}",
            t("ffn_swiglu.columns.multiple"): m, "d_ff": swiglu_hidden(d, m)} for name, d, m in examples])
+with real_model_panel("ffn-real"):
+    d, d_ff = SMOLLM2_135M.config.d_model, SMOLLM2_135M.config.d_ff
+    st.markdown(t("ffn_swiglu.real.body", name=SMOLLM2_135M.name, d=d, d_ff=d_ff, hidden=swiglu_hidden(d),
+                  weights=3 * d * d_ff, budget=8 * d ** 2))
+    models_table(rm.ffn_table(), {"8/3·d_model": "{:,.2f}", "d_ff": "{:,}"})
+    show_source(rm.swiglu_rule)
 c1, c2 = st.columns(2)
 calc_d = c1.number_input("d_model", 1, 4096, 128, key="ffn-calc-d")
 multiple = c2.selectbox(t("ffn_swiglu.budget.multiple"), MULTIPLES, index=1, key="ffn-calc-multiple")

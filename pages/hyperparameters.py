@@ -3,14 +3,17 @@ import streamlit as st
 
 from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
 from explorer.i18n import say, t
+from explorer.real_model import PERCENT, check_mark, real_model_panel, side_by_side_table
 from explorer.shipped import shipped_checkpoint, shipped_version
 from explorer.tables import column_name, shown_table
 from explorer.ui import quiz, show_chart, show_source
 from gptcore.checkpoint import CheckpointError
 from gptcore.demos import hyperparams as hp
+from gptcore.demos import real_models as rm
 from gptcore.demos.anatomy import ModelShape
 from gptcore.errors import UserError
 from gptcore.inspector import token_labels
+from gptcore.published import IMPORTED_CONTEXT_CAP, SMOLLM2_135M
 
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]
@@ -56,6 +59,15 @@ st.dataframe(shown_table(hp.published_table(), "hyperparameters", {
     hide_index=True, key="hp-published")
 st.markdown(t("hyperparameters.consensus.reading"))
 show_source(hp.shape_ratios, hp.published_table)
+with real_model_panel("hp-real"):
+    table = rm.side_by_side()
+    published, tied = table.iloc[1:], table.iloc[1:].query("tied")
+    st.markdown(t("hyperparameters.real.body", name=SMOLLM2_135M.name, params=SMOLLM2_135M.params,
+                  cap=IMPORTED_CONTEXT_CAP, models=len(published), tied=len(tied),
+                  low=tied["embedding share"].min()))
+    side_by_side_table(table, {"d_ff / d_model": "{:.3f}", "vocab": "{:,}", "context": "{:,}", "θ": "{:,.0f}",
+                               "tied": check_mark, "parameters": "{:,}", "embedding share": PERCENT})
+    show_source(rm.side_by_side, rm.embedding_share)
 
 # --- calculator ------------------------------------------------------------------------------------------
 st.header(t("hyperparameters.costs.header"))

@@ -2,14 +2,18 @@ import streamlit as st
 
 from explorer.demo_plots import head_grid, heatmap_row
 from explorer.i18n import say, t
+from explorer.real_model import models_table, real_model_panel
 from explorer.shipped import shipped_checkpoint
 from explorer.tables import shown_table
 from explorer.ui import ACTIVE_CHECKPOINT, show_chart, show_source
 from gptcore import inspector as ins
 from gptcore.checkpoint import CheckpointError
+from gptcore.config import GPTConfig
 from gptcore.demos import multihead as mh
+from gptcore.demos import real_models as rm
 from gptcore.errors import UserError
 from gptcore.model import Attention
+from gptcore.published import SMOLLM2_135M
 
 T, D = 5, 8  # the tutorial's sequence length and width
 COST_WIDTH = COST_T = 128  # the tutorial's d_model, and a 128-character forward pass for the FLOP count
@@ -33,6 +37,18 @@ counts = ["parameters", "4·d_model²", "projection FLOPs", "score + mixing FLOP
 st.dataframe(shown_table(attention_costs(COST_WIDTH, COST_T), PAGE, formats=dict.fromkeys(counts, "{:,}")),
              hide_index=True, key="param-counts")
 show_source(mh.attention_costs)
+with real_model_panel("mh-real"):
+    smol, ours = rm.kv_sharing(SMOLLM2_135M.config), rm.kv_sharing(GPTConfig())
+    st.markdown(tr("real.body", name=SMOLLM2_135M.name, H=smol["query heads"], G=smol["key/value heads"],
+                   group=smol["group"], d_head=smol["d_head"], L=smol["n_layer"], cache=smol["KV cache / token"],
+                   unshared=smol["without sharing"], factor=smol["smaller by"],
+                   mb=smol["KV cache at full context (MB)"], mb_unshared=smol["unshared at full context (MB)"],
+                   context=SMOLLM2_135M.config.context, weights=smol["k/v weights / block"],
+                   weights_unshared=smol["unshared k/v weights / block"], saved=smol["weights saved"],
+                   share=smol["share of parameters saved"], params=smol["parameters"], ours_H=ours["query heads"],
+                   ours_G=ours["key/value heads"]))
+    models_table(rm.kv_table(), {"KV cache / token": "{:,}", "without sharing": "{:,}", "smaller by": "{:g}×"})
+    show_source(rm.kv_sharing)
 st.markdown(tr("heads.random", T=T, D=D))
 n_head = st.segmented_control(tr("heads.count"), [1, 2, 4], default=2, key="mh-heads", required=True)
 patterns = mh.head_patterns(n_head)

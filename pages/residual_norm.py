@@ -3,10 +3,13 @@ import streamlit as st
 from explorer.demo_plots import layer_figure, norm_vector_figure, race_loss_figure
 from explorer.i18n import t
 from explorer.races import race_header, race_title, run_states, start_race
+from explorer.real_model import exponent, models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import job_registry, show_chart, show_source
 from gptcore.demos import norms
+from gptcore.demos import real_models as rm
 from gptcore.model import Block, RMSNorm
+from gptcore.published import QWEN3_0_6B, SMOLLM2_135M
 
 RACE_KIND = "norm race"
 NORM_RACE_KIND = "norm type race"
@@ -129,6 +132,13 @@ right.dataframe(shown_table(time_norms(), "residual_norm", {"µs per call": "{:,
                 key="norm-times")
 right.caption(t("residual_norm.rms.time_caption"))
 show_source(RMSNorm, norms.norm_outputs, norms.time_norms)
+with real_model_panel("norm-real"):
+    smol, qwen = rm.norm_count(SMOLLM2_135M.config), QWEN3_0_6B.config
+    st.markdown(t("residual_norm.real.body", name=SMOLLM2_135M.name, eps=exponent(smol["ε"]), norms=smol["norms"],
+                  L=SMOLLM2_135M.config.n_layer, gains=smol["gains"], share=smol["share of parameters"],
+                  qwen=QWEN3_0_6B.name, qwen_eps=exponent(qwen.norm_eps)))
+    models_table(rm.norm_table(), {"ε": exponent, "gains": "{:,}", "share of parameters": "{:.3%}"})
+    show_source(rm.norm_count)
 
 # --- RMSNorm vs LayerNorm, trained -----------------------------------------------------------------------
 st.header(t("residual_norm.trained.header"))

@@ -1,12 +1,18 @@
+from dataclasses import replace
+
 import numpy as np
 import streamlit as st
 
 from explorer.demo_plots import frequencies_figure, rope_pair_figure, weights_heatmap
 from explorer.i18n import t
+from explorer.real_model import models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import quiz, show_chart, show_source
+from gptcore.config import GPTConfig
+from gptcore.demos import real_models as rm
 from gptcore.demos import rope
-from gptcore.model import apply_rope, rope_frequencies, rope_tables
+from gptcore.model import apply_rope, rope_frequencies, rope_tables, scaled_frequencies
+from gptcore.published import LLAMA_3_2_1B, SMOLLM2_135M
 
 D = 64  # the tutorial's vector width
 GRID = 48  # positions in the score heatmaps
@@ -74,5 +80,16 @@ names = {"θ_i (rad/token)": tr("frequencies.theta_name"), "wavelength (tokens)"
 show_chart(frequencies_figure(rope.frequency_table(D, theta), names, tr("frequencies.title", d=D, theta=theta),
                               tr("frequencies.x_title")), key="rope-freqs")
 show_source(rope.frequency_table, rope_frequencies)
+with real_model_panel("rope-real"):
+    smol = rm.rope_reach(SMOLLM2_135M.config)
+    tutorial = rm.rope_reach(replace(SMOLLM2_135M.config, rope_theta=GPTConfig().rope_theta))  # same heads, θ 10,000
+    st.markdown(tr("real.body", name=SMOLLM2_135M.name, theta=smol["θ"], ours=tutorial["θ"],
+                   times=smol["θ"] / tutorial["θ"], d_head=smol["d_head"], pairs=smol["pairs"],
+                   slow=smol["slowest wavelength"], slow_ours=tutorial["slowest wavelength"],
+                   ratio=smol["slowest wavelength"] / tutorial["slowest wavelength"], context=smol["context"],
+                   slower=smol["pairs slower than the context"], slower_ours=tutorial["pairs slower than the context"],
+                   llama=LLAMA_3_2_1B.name, factor=LLAMA_3_2_1B.config.rope_factor))
+    models_table(rm.rope_table(), {"θ": "{:,.0f}", "context": "{:,}", "slowest wavelength": "{:,.0f}"})
+    show_source(rm.rope_reach, scaled_frequencies)
 
 quiz("rope", tr("quiz.question"), [tr(f"quiz.options.{i}") for i in range(4)], {0, 1}, tr("quiz.explanation"))

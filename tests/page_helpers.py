@@ -75,3 +75,19 @@ def answer(at: AppTest, quiz_key: str, starts_with: str) -> None:
     """Pick the quiz option that starts with this text (the radio's values are option indices)."""
     radio = at.radio(key=f"{quiz_key}-radio")
     radio.set_value(next(i for i, o in enumerate(radio.options) if o.startswith(starts_with)))
+
+
+def panel(at: AppTest, key: str):
+    """The bordered container made with st.container(border=True, key=key): its own markdown, dataframes, captions."""
+    def blocks(node):
+        for child in getattr(node, "children", {}).values():
+            yield child
+            yield from blocks(child)
+
+    return next(b for b in blocks(at.main) if getattr(b, "proto", None) is not None
+                and getattr(b.proto, "id", "").endswith(f"-{key}") and b.proto.flex_container.border)
+
+
+def panel_text(box) -> str:
+    """A panel's markdown as one line, so a sentence reads the same wherever the catalog broke its lines."""
+    return " ".join(" ".join(m.value for m in box.markdown).split())

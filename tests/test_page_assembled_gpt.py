@@ -143,7 +143,7 @@ def test_the_real_model_panel_gives_the_embeddings_share_of_smollm2_and_of_ours(
     assert "would hold 162,826,560 weights, 34.8% of them" in text  # with a head of its own
     assert "74 × 128 = 9,472 weights in its embedding and as many again in its own head: 18,944, 2.3% of its 810,624" \
         in text
-    shares = box.dataframe[0].value.set_index("model")
+    shares = box.table[0].value
     assert shares.loc["SmolLM2-135M", ["embedding", "tied", "parameters"]].tolist() == [28_311_552, True, 134_515_008]
     assert not shares.loc["this app's GPT", "tied"]
     zh = panel_text(panel(app_page("assembled_gpt", "zh"), "gpt-real"))

@@ -1,5 +1,5 @@
 """Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-from page_helpers import answer, app_page, chart, frame, metrics, run_page
+from page_helpers import answer, app_page, chart, frame, metrics, panel, panel_text, run_page
 
 
 def test_renders_with_the_tutorial_numbers():
@@ -64,3 +64,17 @@ def test_in_chinese_the_tables_and_figures_are_translated_and_the_numbers_stay()
     assert budget["公式"].tolist() == budget["FeedForward 实际计数"].tolist() == [131072, 132096, 196608]
     assert [t["x"] for t in chart(at, "ffn-budget-bars")] == [budget["前馈网络"].tolist()]
     assert metrics(at)["d_ff（取整后）"] == "344"
+
+
+def test_the_real_model_panel_checks_smollm2s_width_with_swiglu_hidden():
+    box = panel(app_page("ffn_swiglu"), "ffn-real")
+    text = panel_text(box)
+    assert "*d_ff* = **1,536** = 8/3 · 576 exactly" in text and "`swiglu_hidden(576)` = 1,536" in text
+    assert "3 · 576 · 1,536 = **2,654,208**" in text and "8 · 576² = 2,654,208" in text
+    widths = box.table[0].value
+    assert widths["d_ff"].tolist() == [344, 1536, 3072, 8192, 5632]
+    assert widths.loc["SmolLM2-135M", "d_ff is"] == "exactly 8/3·d_model"
+    assert widths.loc["TinyLlama-1.1B", "d_ff is"] == "8/3·d_model rounded up to a multiple of 256"
+    zh = panel(app_page("ffn_swiglu", "zh"), "ffn-real")
+    assert "d_ff = **1,536**，正好是 8/3 · 576" in panel_text(zh)
+    assert zh.table[0].value.loc["Llama-3.2-1B", "d_ff 的取法"] == "不是 8/3，而是 4·d_model"

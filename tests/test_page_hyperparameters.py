@@ -1,7 +1,7 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
 import torch
-from page_helpers import app_page, chart, frame, metrics, open_page
+from page_helpers import app_page, chart, frame, metrics, open_page, panel, panel_text
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
@@ -131,3 +131,20 @@ def test_in_chinese_the_tables_and_the_consensus_are_translated():
     assert frame(at, "精度")["精度"].tolist() == ["fp32", "bf16 混合精度", "纯 bf16"]
     assert frame(at, "补丁")["补丁"].tolist() == ["不打补丁", "QK-norm", "软截断 5"]
     assert "12,288" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_real_model_panel_puts_ours_smollm2_and_three_published_models_side_by_side():
+    box = panel(app_page("hyperparameters"), "hp-real")
+    table = box.table[0].value
+    assert table.columns.tolist() == ["this app's GPT", "SmolLM2-135M", "Qwen3-0.6B", "Llama-3.2-1B", "TinyLlama-1.1B"]
+    assert table.index.tolist() == ["layers", "d_model", "heads", "key/value heads", "d_head", "d_ff", "d_ff / d_model",
+                                    "vocabulary", "context", "θ", "tied", "parameters", "embedding share"]
+    assert table["SmolLM2-135M"].tolist() == ["30", "576", "9", "3", "64", "1536", "2.667", "49,152", "8,192",
+                                              "100,000", "✓", "134,515,008", "21.0%"]
+    assert table.loc["parameters"].tolist() == ["810,624", "134,515,008", "596,049,920", "1,235,814,400",
+                                                "1,100,048,384"]
+    assert table.loc["d_head", "Qwen3-0.6B"] == "128" and table.loc["tied", "TinyLlama-1.1B"] == "—"
+    text = panel_text(box)
+    assert "(SmolLM2-135M: 134,515,008)" in text and "at most 2,048 tokens" in text and "3 of the 4 tie" in text
+    zh = panel(app_page("hyperparameters", "zh"), "hp-real").table[0].value
+    assert zh.columns[0] == "本应用的 GPT" and zh.loc["参数量", "SmolLM2-135M"] == "134,515,008"

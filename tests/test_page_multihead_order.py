@@ -1,7 +1,7 @@
 """Page 'Multi-head attention & order': parameter counts, head patterns, the permutation check."""
 import numpy as np
 import pytest
-from page_helpers import app_page, chart, figure, frame, run_page
+from page_helpers import app_page, chart, figure, frame, panel, panel_text, run_page
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 from explorer.shipped import shipped_checkpoint
@@ -94,3 +94,26 @@ def test_trained_heads_are_one_mosaic_heatmap_with_a_title_over_each_head():
     x = trace["x"]
     assert len(set(x)) == len(x)  # every column its own category, so the hover names the key of its own head
     assert x[0].replace("\u200b", "") == x[T + gap].replace("\u200b", "") == f"0 '{ins.token_labels(text)[0]}'"
+
+
+def test_the_real_model_panel_shows_smollm2s_grouped_query_attention_and_what_it_saves():
+    box = panel(app_page("multihead_order"), "mh-real")
+    text = panel_text(box)
+    assert "In a real model" in text and "**9** query heads but only **3** key/value heads" in text
+    for number in ("2 × 3 × 64", "**11,520**", "would keep 34,560", "**3×**", "189 MB instead of 566 MB",
+                   "221,184 weights per block instead of 663,552", "**13,271,040**", "9.9% of its 134,515,008",
+                   "4 query heads and 4 key/value heads"):
+        assert number in text
+    kv = box.table[0].value
+    assert kv.loc["SmolLM2-135M", ["query heads", "key/value heads", "KV cache / token", "without sharing",
+                                   "smaller by"]].tolist() == [9, 3, 11_520, 34_560, 3]
+    assert kv.loc["this app's GPT", "smaller by"] == 1 and kv.loc["TinyLlama-1.1B", "smaller by"] == 8
+    assert any("SmolLM2-135M/blob/main/config.json" in c.value for c in box.caption)
+
+
+def test_in_chinese_the_real_model_panel_keeps_its_numbers():
+    box = panel(app_page("multihead_order", "zh"), "mh-real")
+    text = panel_text(box)
+    assert "真实模型中" in text and "**9** 个查询头，却只有 **3** 个键/值头" in text
+    assert "**13,271,040**" in text and "189 MB 而不是 566 MB" in text
+    assert box.table[0].value.loc["本应用的 GPT", "查询头"] == 4

@@ -2,7 +2,7 @@
 import threading
 
 import pytest
-from page_helpers import PAGES, chart, frame, metrics, run_page
+from page_helpers import PAGES, app_page, chart, frame, metrics, panel, panel_text, run_page
 from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
@@ -123,3 +123,15 @@ def test_the_race_reads_in_chinese_from_the_same_job():
         "前置归一化，无预热", "前置归一化，有预热", "后置归一化，无预热", "后置归一化，有预热"}
     assert frame(zh, "变体")["变体"].tolist() == ["前置归一化，无预热", "前置归一化，有预热", "后置归一化，无预热",
                                                 "后置归一化，有预热"]
+
+
+def test_the_real_model_panel_counts_smollm2s_norms():
+    box = panel(app_page("residual_norm"), "norm-real")
+    text = panel_text(box)
+    assert "ε = 1e-5" in text and "61 RMSNorms" in text and "**35,136** gains, 0.026%" in text
+    assert "Qwen3-0.6B takes ε = 1e-6" in text
+    norms = box.table[0].value
+    assert norms.loc["SmolLM2-135M", ["norms", "gains"]].tolist() == [61, 35_136]
+    assert norms.loc["this app's GPT", "norms"] == 9  # 2 × 4 blocks + the final norm
+    zh = panel(app_page("residual_norm", "zh"), "norm-real")
+    assert "共 61 个 RMSNorm" in panel_text(zh)

@@ -1,6 +1,6 @@
 """Page 'RoPE': the invariance table, score grids, the rotating pair, frequencies, the quiz."""
 import pytest
-from page_helpers import app_page, chart, frame, run_page
+from page_helpers import app_page, chart, frame, panel, panel_text, run_page
 
 
 @pytest.fixture
@@ -53,3 +53,21 @@ def test_quiz_accepts_exactly_the_two_true_statements(at, ticked, right):
         assert at.success and at.success[0].value.startswith("Right.") and not at.error
     else:
         assert at.error and at.error[0].value.startswith("Not quite.") and not at.success
+
+
+@pytest.mark.parametrize("lang, said", [("en", "sets the base to θ = **100,000**, 10 times the tutorial's 10,000"),
+                                        ("zh", "把底数设为 θ = **100,000**，是教程 10,000 的 10 倍")])
+def test_the_real_model_panel_gives_smollm2s_base_and_its_slowest_pair(lang, said):
+    box = panel(app_page("rope", lang), "rope-real")
+    text = panel_text(box)
+    assert said in text
+    if lang == "en":
+        assert "its slowest pair turns once every **438,460** tokens, where at θ = 10,000 it would turn every " \
+               "47,117: 9.3× slower" in text
+        assert "12 of its 32 pairs never complete a turn (7 at θ = 10,000)" in text and "32-fold" in text
+    else:
+        assert "每 **438,460** 个词元才转一圈" in text and "32 个通道对中有 12 个一圈也转不满" in text
+    reach = box.table[0].value  # θ, d_head, context, slowest wavelength, pairs slower than the context
+    smol = reach.loc["SmolLM2-135M"].tolist()
+    assert smol[:3] == [100_000, 64, 8192] and round(smol[3]) == 438_460 and smol[4] == 12
+    assert reach.loc["Llama-3.2-1B"].iloc[3] > 32 * 2_000_000  # Llama 3's scaling: its slow pairs 32× slower
