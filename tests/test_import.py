@@ -348,7 +348,17 @@ def llama_cpp_order(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-GGUF_FAMILIES = {"mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}  # family -> llama.cpp's architecture
+def llama3_divisors(d_head: int, scaling: dict) -> torch.Tensor:
+    """What each RoPE pair's speed is divided by under Llama 3.1's scaling, as llama.cpp's converter computes it."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelengths = 2 * torch.pi * scaling["rope_theta"] ** (torch.arange(0, d_head, 2).double() / d_head)
+    smooth = ((old / wavelengths - low) / (high - low)).clamp(0, 1)
+    divisors = 1 / ((1 - smooth) / factor + smooth)
+    return torch.where(wavelengths < old / high, 1.0, torch.where(wavelengths > old / low, factor, divisors)).float()
+
+
+GGUF_FAMILIES = {"llama3": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}  # -> llama.cpp's name
 GGUF_LAYER = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
               "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate",
@@ -404,6 +414,9 @@ def write_gguf(family: str, folder: Path, model, path: Path) -> Path:
     if not cfg.tie_word_embeddings:
         names["lm_head.weight"] = "output.weight"
     state = model.state_dict()
+    if (scaling := cfg.rope_parameters).get("rope_type") == "llama3":  # Llama 3.1's scaling as llama.cpp stores it
+        writer.add_rope_scaling_orig_ctx_len(scaling["original_max_position_embeddings"])
+        writer.add_tensor("rope_freqs.weight", llama3_divisors(head_dim, scaling).numpy())
     for i in range(cfg.num_hidden_layers):
         for theirs, ours in GGUF_LAYER.items():
             for kind in ("weight", "bias"):
@@ -430,9 +443,9 @@ def gguf_files(families, tmp_path_factory):
     for family in GGUF_FAMILIES:
         folder, model = families[family][:2]
         path = write_gguf(family, folder, model, tmp_path_factory.mktemp(f"{family}-gguf") / f"{family}.gguf")
-        # (transformers' GGUF reader leaves out qwen3.attention.key_length and builds heads 128 wide: the tiny
-        # Qwen3's 24-wide heads are judged by the model the file was written from)
-        theirs = model if family == "qwen3" else \
+        # (transformers' GGUF reader leaves out qwen3.attention.key_length, building heads 128 wide, and llama's
+        # rope_freqs: the tiny Qwen3's 24-wide heads and Llama 3.1's scaling are judged by the model written out)
+        theirs = model if family in ("qwen3", "llama3") else \
             AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
         made[family] = (path, theirs, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
                         load_checkpoint(hub.import_model(path, path.parent / "imported")))

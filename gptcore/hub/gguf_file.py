@@ -203,8 +203,9 @@ def rope_scaling(file: GGUFFile, arch: str) -> dict:
     factor = file.get(f"{arch}.rope.scaling.factor", 1.0)
     if "rope_freqs.weight" in file.tensors:
         divisors = dequantized(file.tensors["rope_freqs.weight"], file.path)
+        original = file.get(f"{arch}.rope.scaling.original_context_length", 8192)  # Llama 3.1's, when unsaid
         settings = dict(rope_scaling="llama3", rope_factor=float(divisors.max()), rope_low_freq_factor=1.0,
-                        rope_high_freq_factor=4.0, rope_original_context=8192)
+                        rope_high_freq_factor=4.0, rope_original_context=original)
         if not llama3_divisors_match(file, arch, divisors, settings):
             raise ImportFailure("hub.rope_freqs", "{path} scales RoPE by a table of divisors that Llama 3's rule "
                                 "with factors 1 and 4 does not give", path=file.path)
