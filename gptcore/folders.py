@@ -21,6 +21,15 @@ MAX_NAME = 64
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}$")
 
 
+CACHE_ENV = "GPTCORE_CACHE"
+
+
+def cache_dir() -> Path:
+    """$GPTCORE_CACHE, else ~/.cache/gpt-explorer: what is fetched from outside (models, TinyStories), never inside
+    the repository."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "gpt-explorer")
+
+
 class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be saved or loaded, with a message naming the problem."""
 

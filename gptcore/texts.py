@@ -15,12 +15,13 @@ from uuid import uuid4
 from .corpus import builtin_description, generate_stories
 from .data import Corpus, CorpusError
 from .errors import Message, message
+from .folders import cache_dir
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 TINYSTORIES_VALID_URL = (
     "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt"
 )
-DOWNLOAD_CACHE = Path(os.environ.get("GPTCORE_CACHE", Path.home() / ".cache" / "gptcore"))
+DOWNLOAD_CACHE = cache_dir()
 
 
 def decode_corpus(raw: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES, cut: bool = False) -> str:

