@@ -55,7 +55,8 @@ def side_by_side_table(frame: pd.DataFrame, formats: dict) -> None:
 
     shown = pd.DataFrame({column_name("real_model", c): formatted(c) for c in frame.columns if c != "model"})
     shown.index = [say(name) for name in frame["model"]]
-    st.table(shown.T)
+    # numbers as text, aligned as numbers (a table aligns text left, in the cell's own style)
+    st.table(shown.T.style.set_table_styles([{"selector": "td", "props": "text-align: right !important"}]))
 
 
 @st.cache_data(ttl=60, show_spinner=False)
