@@ -331,6 +331,8 @@ def test_a_setting_the_model_cannot_express_is_named(families, tmp_path):
     refused(folder, tmp_path / "out" / "a", "its config sets rope_scaling yarn")
     (folder / "config.json").write_text(json.dumps({**config, "attention_bias": True}))
     refused(folder, tmp_path / "out" / "b", "its config sets attention_bias = true")
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "intermediate_size"}))
+    refused(folder, tmp_path / "out" / "c", "config.json has no intermediate_size, which the model needs")
 
 
 def test_a_model_too_large_is_refused_before_loading(families, tmp_path, monkeypatch):
@@ -479,9 +481,16 @@ def test_a_damaged_gguf_file_is_refused(gguf_files, tmp_path, monkeypatch):
             "ends past the end of the file")
     truncated.write_bytes(tiny_gguf.read_bytes()[:2000])
     refused(truncated, tmp_path / "out" / "b", "truncated.gguf is not a readable GGUF file")
+    import gguf
+
+    writer = gguf.GGUFWriter(str(tmp_path / "bare.gguf"), "llama")  # a header and nothing a model needs
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    refused(tmp_path / "bare.gguf", tmp_path / "out" / "e", "bare.gguf has no llama.embedding_length in its metadata")
     (tmp_path / "text.gguf").write_text("not a model")
     refused(tmp_path / "text.gguf", tmp_path / "out" / "c", "text.gguf is not a GGUF file")
-    import gguf
 
     def cannot(data, qtype):
         raise NotImplementedError(f"Dequantization for {qtype.name} is not yet implemented")

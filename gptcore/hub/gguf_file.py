@@ -90,8 +90,8 @@ class GGUFFile:
     def get(self, key: str, default=KeyError):
         if key not in self.metadata:
             if default is KeyError:
-                raise ImportFailure("hub.gguf_missing_key", "{path} has no {key} in its metadata, which the import "
-                                    "needs", path=self.path, key=key)
+                raise ImportFailure("hub.gguf_missing_key", "{path} has no {entry} in its metadata, which the "
+                                    "import needs", path=self.path, entry=key)
             return default
         return self.metadata[key]
 

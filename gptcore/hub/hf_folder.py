@@ -36,7 +36,11 @@ def read_hf_folder(folder: Path, max_context: int, progress: Progress = ignore_p
     if architecture not in ARCHITECTURES:
         raise ImportFailure("hub.hf_architecture", "{path} holds a {arch} model; the importer reads {supported}",
                             path=folder, arch=architecture, supported=SUPPORTED)
-    cfg = hf_config(config, architecture, folder, max_context)
+    try:
+        cfg = hf_config(config, architecture, folder, max_context)
+    except KeyError as e:
+        raise ImportFailure("hub.hf_config_key", "{path}/config.json has no {entry}, which the model needs",
+                            path=folder, entry=e.args[0]) from None
     from ..capacity import check_loadable
 
     try:
