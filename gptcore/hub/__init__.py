@@ -27,9 +27,17 @@ ImportFailure, a gptcore.errors.UserError whose message is a sentence.
 """
 from __future__ import annotations
 
-from .common import SUPPORTED, Imported, ImportFailure, Progress
-from .fetch import SMOLLM2_FILE, cache_dir, cached_smollm2, fetch_smollm2, hf_cache_dir
-from .importer import DEFAULT_MAX_CONTEXT, SMOLLM2, import_model
+from .common import DEFAULT_MAX_CONTEXT, SUPPORTED, Imported, ImportFailure, Progress
+from .fetch import SMOLLM2, SMOLLM2_FILE, cache_dir, cached_smollm2, fetch_smollm2, hf_cache_dir
 
 __all__ = ["DEFAULT_MAX_CONTEXT", "SMOLLM2", "SMOLLM2_FILE", "SUPPORTED", "Imported", "ImportFailure", "Progress",
            "cache_dir", "cached_smollm2", "fetch_smollm2", "hf_cache_dir", "import_model"]
+
+
+def __getattr__(name: str):
+    """import_model on first use: the converter brings torch, which `import gptcore.hub` alone does not load."""
+    if name == "import_model":
+        from .importer import import_model
+
+        return import_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,17 +5,21 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..config import GPTConfig
 from ..errors import UserError
-from ..tokenizer import HFTokenizer
+
+if TYPE_CHECKING:  # (annotations only: `import gptcore.hub` stays light, without torch, for the app's start page)
+    import torch
+
+    from ..config import GPTConfig
+    from ..tokenizer import HFTokenizer
 
 # progress(done, total, stage): `done` of `total` units of one stage ("download", "verify", "extract", "read",
 # "convert", "write"); the app draws a bar from it, the CLI a line
 Progress = Callable[[int, int, str], None]
 
+DEFAULT_MAX_CONTEXT = 2048  # an imported model's context is capped here: RoPE tables and attention stay small
 SUPPORTED = "LlamaForCausalLM (Llama 2 and 3, SmolLM, SmolLM2, TinyLlama), MistralForCausalLM, Qwen2ForCausalLM, " \
             "Qwen3ForCausalLM; GGUF files of the llama, qwen2 and qwen3 architectures"
 

