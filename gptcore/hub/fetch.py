@@ -166,7 +166,7 @@ def hf_snapshot(name: str, progress: Progress = ignore_progress) -> Path:
                             "needs the huggingface_hub package", name=name, cache=hf_cache_dir()) from None
     progress(0, 1, "download")
     try:
-        folder = Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "tokenizer.model"]))
+        folder = Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "*.jinja"]))
     except Exception as e:  # huggingface_hub's many errors (offline, unknown repo, gated) all mean "not fetched"
         raise ImportFailure("hub.hf_download", "{name} is not in the Hugging Face cache ({cache}) and could not be "
                             "downloaded: {reason}", name=name, cache=hf_cache_dir(),
