@@ -8,7 +8,9 @@ globals; the forward passes behind them are cached per checkpoint version, devic
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,26 +28,75 @@ from .ui import show_chart
 
 PLAY_SECONDS = 1.5  # per stage, while playing through
 NO_MODEBAR = {"displayModeBar": False}
+CAPTURE_BUDGET = 256 << 20  # bytes the capture of one traced text may take: it bounds the text on a real model
+CAPTURE_CACHE = 768 << 20  # bytes the captures of every session may take together
+QUICK_FLOPS = 2e10  # work the page does on its own when a tab opens (about half a second here); more waits for a click
+DEEP = 8  # layers beyond which the lens leaves out the rows after each attention sublayer unless asked
+SENDERS = 8  # the earlier heads a side-patching table lists on a model with many heads: the best restorers
 
 
 # --- cached work -------------------------------------------------------------------------------------------------
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+class Kept:
+    """Results shared by every session, the least recently used dropped first once they add up to more than
+    `limit` (counted by `size`; the newest always stays). Used where st.cache_resource cannot do it: to bound the
+    captures by bytes (a real model's capture of 90 tokens takes about 250 MB), and to keep the results of work
+    that draws a progress bar, which a cached function must not."""
+
+    def __init__(self, limit: int, size=lambda value: 1):
+        self.lock, self.limit, self.size = threading.Lock(), limit, size
+        self.kept: OrderedDict[tuple, object] = OrderedDict()
+
+    def get(self, key: tuple, compute):
+        with self.lock:
+            if key in self.kept:
+                self.kept.move_to_end(key)
+                return self.kept[key]
+        value = compute()  # (outside the lock: another session's cached result need not wait for this one)
+        with self.lock:
+            self.kept[key] = value
+            while len(self.kept) > 1 and sum(map(self.size, self.kept.values())) > self.limit:
+                self.kept.popitem(last=False)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def captures() -> Kept:
+    return Kept(CAPTURE_CACHE, lambda cap: cap.nbytes)
+
+
+@st.cache_resource(show_spinner=False)
+def head_patching() -> Kept:
+    return Kept(8)
+
+
 def captured(key: WeightsKey, ids: tuple[int, ...]) -> interp.Capture:
     """One forward pass with every hook point observed, per checkpoint and text: every tab reads from it."""
-    return interp.capture(load_cached(*key)[0], torch.tensor(ids))
+    return captures().get((key, ids), lambda: interp.capture(load_cached(*key)[0], torch.tensor(ids)))
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def traced(key: WeightsKey, ids: tuple[int, ...], position: int, temperature: float,
            top_k: int | None) -> interp.Trace:
     model, tokenizer, _ = load_cached(*key)
     return interp.trace(model, torch.tensor(ids), position, captured(key, ids), tokenizer, temperature, top_k)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def lens_cached(key: WeightsKey, ids: tuple[int, ...]) -> interp.LogitLens:
-    return interp.logit_lens(load_cached(*key)[0], captured(key, ids))
+@st.cache_resource(max_entries=8, show_spinner=False)
+def vocab_cached(key: WeightsKey) -> list[str]:
+    """The label of every token id (49,152 of them for a real model: worth doing once)."""
+    model, tokenizer, _ = load_cached(*key)
+    return [tokenizer.display(i) for i in range(model.cfg.vocab_size)]
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def lens_column_cached(key: WeightsKey, ids: tuple[int, ...], position: int, attention: bool) -> interp.LensColumn:
+    return interp.lens_column(load_cached(*key)[0], captured(key, ids), position, attention)
+
+
+def lens_grid(key: WeightsKey, ids: tuple[int, ...], positions: tuple[int, ...], attention: bool,
+              progress=None) -> interp.LensGrid:
+    return interp.lens_grid(load_cached(*key)[0], captured(key, ids), list(positions), attention, progress)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -55,26 +106,42 @@ def means_cached(key: WeightsKey) -> dict[str, torch.Tensor]:
     return interp.reference_means(model, tokenizer)
 
 
+def effects(key: WeightsKey, ids: tuple[int, ...], position: int, target: int, foil: int, progress=None):
+    return circuits.effects(load_cached(*key)[0], captured(key, ids), position, target, foil, means_cached(key),
+                            progress=progress)
+
+
 @st.cache_resource(max_entries=32, show_spinner=False)
 def effects_cached(key: WeightsKey, ids: tuple[int, ...], position: int, target: int, foil: int):
-    return circuits.effects(load_cached(*key)[0], captured(key, ids), position, target, foil, means_cached(key))
+    return effects(key, ids, position, target, foil)
+
+
+def pair_setup(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str) -> interp.PatchingSetup:
+    """The pair checked and both prompts run, their captures kept with the others (Captures)."""
+    model, tokenizer, _ = load_cached(*key)
+    return interp.patching_setup(model, tokenizer, clean, corrupted, good, bad,
+                                 run=lambda ids: captured(key, tuple(ids.tolist())))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def sides_cached(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str, receiver: str):
+def sides_cached(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str, receiver: str,
+                 senders: tuple[str, ...]):
     """The share each sender restores through each side of the receiver head (rows: the whole input, then heads)."""
-    model = load_cached(*key)[0]
-    setup, _ = patched_heads(key, clean, corrupted, good, bad)
-    layer, _ = interp.parse_component(model, receiver)
-    return circuits.patch_sides(model, setup, receiver, [None] + circuits.senders_before(model, layer))
+    setup = pair_setup(key, clean, corrupted, good, bad)
+    return circuits.patch_sides(load_cached(*key)[0], setup, receiver, [None, *senders])
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def patched_heads(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str):
-    """The pair run and checked, and the share each head restores: kept while the prompts stay as they are."""
-    model, tokenizer, _ = load_cached(*key)
-    setup = interp.patching_setup(model, tokenizer, clean, corrupted, good, bad)
-    return setup, interp.patch_heads(model, setup).numpy()
+def patched_heads(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str, progress=None) -> np.ndarray:
+    """The share each head restores: kept while the prompts stay as they are."""
+    def compute() -> np.ndarray:
+        setup = pair_setup(key, clean, corrupted, good, bad)
+        return interp.patch_heads(load_cached(*key)[0], setup, progress=progress).numpy()
+    return head_patching().get((key, clean, corrupted, good, bad), compute)
+
+
+def quick(model, positions: int, runs: int) -> bool:
+    """Is `runs` passes over `positions` tokens little enough work to do as a tab opens (QUICK_FLOPS)?"""
+    return 2 * model.cfg.n_params * positions * runs <= QUICK_FLOPS
 
 
 @dataclass(frozen=True)
@@ -112,7 +179,7 @@ class Traced:
 
     @property
     def vocab(self) -> list[str]:  # the label of every token id
-        return [self.tokenizer.display(i) for i in range(self.model.cfg.vocab_size)]
+        return vocab_cached(self.opened.key)
 
     @property
     def real_next(self) -> int | None:
@@ -192,12 +259,18 @@ def show_stage(view: Traced, stage: interp.Stage, counter: str, title: str) -> N
     """One stage: where it sits, its shape and hook point, what it does, its figure and the source behind it."""
     st.subheader(f"{counter} · {t(f'trace.sections.{stage.section}')} · {title}")
     shape = "×".join(map(str, stage.shape)) or "1"
+    cfg = view.model.cfg
     if stage.hook and stage.hook.endswith("hook_q") and {"k", "v"} <= set(stage.parts):  # q, k and v in one figure
         hooks = " · ".join(f"`{stage.hook[:-1] + name}`" for name in "qkv")
-        st.caption(t("trace.shape_each", shape=shape) + " · " + hooks)
+        if "kv_head" in stage.parts:  # grouped-query attention: fewer keys and values than queries
+            words = t("trace.shape_gqa", shape=shape, kv_shape=f"{cfg.kv_heads}×{cfg.d_head}")
+        else:
+            words = t("trace.shape_each", shape=shape)
+        st.caption(words + " · " + hooks)
     else:
         st.caption(t("trace.shape", shape=shape) + (f" · `{stage.hook}`" if stage.hook else ""))
-    st.markdown(t(f"trace.describe.{stage.description}"))
+    st.markdown(t(f"trace.describe.{stage.description}", n_head=cfg.n_head, kv_heads=cfg.kv_heads,
+                  group=cfg.n_head // cfg.kv_heads))
     pieces = view.tokenizer.pieces(view.ids)  # each position's text: a character, or a BPE token
     fig, blocks = figs.stage_view(stage, view.trace, view.labels, view.vocab, pieces, view.model.cfg.ffn)
     if fig is not None:
@@ -222,29 +295,44 @@ def lens_row_name(row: str) -> str:
     return t(f"trace.lens.{kind}", layer=int(layer))
 
 
-def lens_rows(lens: interp.LogitLens) -> list[str]:
-    return [lens_row_name(row) for row in lens.rows]
+def lens_rows(rows: list[str]) -> list[str]:
+    return [lens_row_name(row) for row in rows]
 
 
 def lens_tab(view: Traced) -> None:
     st.markdown(t("trace.lens.intro"))
-    lens, vocab, position = lens_cached(view.opened.key, view.ids), view.vocab, view.position
-    p_true = np.full((len(lens.rows), len(view.ids)), np.nan)
-    p_true[:, :-1] = lens.true_next().numpy()
-    top = [[vocab[i] for i in row] for row in lens.top(1).indices[..., 0].tolist()]
-    show_chart(figs.lens_figure(p_true, lens_rows(lens), view.labels, top, position), key="trace-lens",
-                    on_select=lambda: pick_point("trace-lens", "trace-position"), selection_mode="points",
-                    config=NO_MODEBAR)
-    show_chart(figs.lens_column(lens.probs[:, position], lens_rows(lens), vocab), key="trace-lens-column",
-                    config=NO_MODEBAR)
+    model, vocab, position, key = view.model, view.vocab, view.position, view.opened.key
+    attention = True
+    if model.cfg.n_layer > DEEP:  # 61 rows are two screens: the rows after each block unless asked for all
+        attention = st.toggle(t("trace.lens.attention_rows"), key="trace-lens-attention",
+                              help=t("trace.lens.attention_rows_help", rows=2 * model.cfg.n_layer + 1))
+    column = lens_column_cached(key, view.ids, position, attention)
+    rows = lens_rows(column.rows)
+    positions = tuple(figs.window(position, len(view.ids), figs.window_size(view.labels)))
+    grid_key = ("lens", key, view.ids, positions, attention)
+    cells = len(rows) * len(positions) * model.cfg.vocab_size * model.cfg.d_model
+    if 2 * cells <= QUICK_FLOPS:
+        grid = lens_grid(key, view.ids, positions, attention)
+    else:  # a real vocabulary: every cell is a product with the whole head, so the grid waits for a click
+        if st.button(t("trace.lens.grid_button", rows=len(rows), positions=len(positions)), key="trace-lens-grid"):
+            st.session_state["trace-lens-grid-result"] = (grid_key, with_progress(
+                t("trace.lens.grid_running"), lens_grid, key, view.ids, positions, attention))
+        result = st.session_state.get("trace-lens-grid-result")
+        grid = result[1] if result and result[0] == grid_key else None
+    if grid is not None:
+        top = [[vocab[i] for i in row] for row in grid.top.tolist()]
+        show_chart(figs.lens_figure(grid.true_next.numpy(), rows, view.labels, top, list(positions), position),
+                   key="trace-lens", on_select=lambda: pick_point("trace-lens", "trace-position"),
+                   selection_mode="points", config=NO_MODEBAR)
+    show_chart(figs.lens_column(column.probs, rows, vocab), key="trace-lens-column", config=NO_MODEBAR)
     if view.real_next is not None:
-        st.caption(t("trace.lens.true_next", char=vocab[view.real_next],
-                     values=", ".join(f"{p:.2f}" for p in p_true[:, position])))
-        row = lens.readable_from(position, view.real_next)
+        chances = column.probs[:, view.real_next].tolist()
+        st.caption(t("trace.lens.true_next", char=vocab[view.real_next], values=", ".join(f"{p:.2f}" for p in chances)))
+        row = column.readable_from(view.real_next)
         if row is None:
             st.markdown(t("trace.lens.never_top", char=vocab[view.real_next]))
         else:
-            st.markdown(t("trace.lens.readable", char=vocab[view.real_next], row=lens_rows(lens)[row]))
+            st.markdown(t("trace.lens.readable", char=vocab[view.real_next], row=rows[row]))
 
 
 # --- direct logit attribution --------------------------------------------------------------------------------------
@@ -273,38 +361,71 @@ def attribution_tab(view: Traced) -> None:
         st.info(say(e))
         return
     parts = attribution.parts
+    cfg = view.model.cfg
     show_chart(figs.attribution_bars(parts, attribution.logit, vocab[target], vocab[foil],
                                      [component_name(c) for c in parts["component"]]),
                key="trace-attribution", config=NO_MODEBAR)
+    if many_heads(view.model):  # every head and FFN, one layer a row
+        show_chart(figs.component_grid(parts[parts["kind"] != "embedding"], "logit", cfg.n_layer, cfg.n_head,
+                                       t("trace.attribution.grid_title", char=vocab[target], foil=vocab[foil]),
+                                       t("trace.fig.contribution"), t("trace.fig.ffn")),
+                   key="trace-attribution-grid", config=NO_MODEBAR)
     best = parts.loc[parts["logit"].abs().idxmax()]
     st.caption(t("trace.attribution.sum", total=attribution.total, logit=attribution.logit,
                  scale=attribution.scale, biggest=component_name(best["component"]), value=best["logit"]))
-    effects_section(view, target, foil)
-    source_section(view, target, foil)
+    frame = effects_section(view, target, foil)
+    source_section(view, target, foil, frame)
 
 
-def effects_section(view: Traced, target: int, foil: int) -> None:
-    """Direct beside total: where they differ, the component works through later layers."""
+def many_heads(model) -> bool:
+    return model.cfg.n_layer * model.cfg.n_head > figs.MANY
+
+
+def effects_section(view: Traced, target: int, foil: int):
+    """Direct beside total: where they differ, the component works through later layers. On a model where the
+    hundreds of ablated runs take seconds, they wait for a click. Returns the effects, or None before that."""
     st.subheader(t("trace.attribution.effects_heading"))
     st.markdown(t("trace.attribution.effects_intro"))
-    frame = effects_cached(view.opened.key, view.ids, view.position, target, foil)
+    key, cfg = view.opened.key, view.model.cfg
+    runs = cfg.n_layer * (cfg.n_head + 1)
+    if quick(view.model, view.position + 1, runs):
+        frame = effects_cached(key, view.ids, view.position, target, foil)
+    else:
+        effects_key = ("effects", key, view.ids, view.position, target, foil)
+        if st.button(t("trace.attribution.effects_button", runs=runs), key="trace-effects-button"):
+            st.session_state["trace-effects-result"] = (effects_key, with_progress(
+                t("trace.attribution.effects_running"), effects, key, view.ids, view.position, target, foil))
+        result = st.session_state.get("trace-effects-result")
+        if not (result and result[0] == effects_key):
+            return None
+        frame = result[1]
     show_chart(figs.effect_bars(frame, t("trace.attribution.effects_title", char=view.vocab[target],
                                          foil=view.vocab[foil])), key="trace-effects", config=NO_MODEBAR)
+    if many_heads(view.model):
+        show_chart(figs.component_grid(frame, "indirect", cfg.n_layer, cfg.n_head,
+                                       t("trace.attribution.indirect_title"), t("trace.fig.indirect"),
+                                       t("trace.fig.ffn")), key="trace-effects-grid", config=NO_MODEBAR)
     heads = frame[frame["head"].notna()]  # composition is heads reading heads: name the head it shows most in
     indirect = heads.loc[heads["indirect"].abs().idxmax()]
     st.caption(t("trace.attribution.effects_caption", name=indirect["component"], direct=indirect["direct"],
                  total=indirect["total"]))
+    return frame
 
 
-def source_section(view: Traced, target: int, foil: int) -> None:
-    """One head's direct effect split by the earlier position it read from."""
+def source_section(view: Traced, target: int, foil: int, frame) -> None:
+    """One head's direct effect split by the earlier position it read from; the head with the largest total effect
+    first (the largest direct one before the total effects are known)."""
     st.subheader(t("trace.attribution.source_heading"))
     st.markdown(t("trace.attribution.source_intro"))
-    frame = effects_cached(view.opened.key, view.ids, view.position, target, foil)
-    heads = frame[frame["head"].notna()]
-    names = heads["component"].tolist()
+    names = [interp.head_label(layer, h) for layer in range(view.model.cfg.n_layer)
+             for h in range(view.model.cfg.n_head)]
+    if frame is not None:
+        strongest = frame[frame["head"].notna()].set_index("component")["total"]
+    else:
+        strongest = interp.logit_attribution(view.model, view.cap, view.position, target, foil).parts.set_index(
+            "component").loc[names, "logit"]
     head = st.selectbox(t("trace.attribution.source_head"), names, key="trace-source-head",
-                        index=int(heads["total"].abs().to_numpy().argmax()))
+                        index=names.index(strongest.abs().idxmax()))
     layer, index = interp.parse_component(view.model, head)
     shares = circuits.source_attribution(view.model, view.cap, layer, index, view.position, target, foil)
     weights = view.cap[f"blocks.{layer}.attn.hook_pattern"][index, view.position, :view.position + 1]
@@ -333,8 +454,9 @@ def ablation_tab(view: Traced) -> None:
     if len(view.ids) < 2:
         st.info(t("trace.ablation.too_short"))
         return
+    means = view.means if mode == "mean" else None  # (the reference text's pass only when it is used)
     if chosen:
-        ablation = interp.ablate(model, cap, chosen, mode, view.means)
+        ablation = interp.ablate(model, cap, chosen, mode, means)
         before, after = ablation.loss
         a, b, c = st.columns(3)
         a.metric(t("trace.ablation.loss_before"), f"{before:.3f}")
@@ -347,12 +469,22 @@ def ablation_tab(view: Traced) -> None:
     sweep_key = ("sweep", view.opened.key, view.ids, mode)
     if st.button(t("trace.ablation.sweep"), key="trace-sweep"):
         st.session_state["trace-sweep-result"] = (sweep_key, with_progress(
-            t("trace.ablation.sweeping"), sweep_heads, model, cap, mode, view.means))
+            t("trace.ablation.sweeping"), sweep_heads, model, cap, mode, means))
     result = st.session_state.get("trace-sweep-result")
     if result and result[0] == sweep_key:
         frame = result[1]
-        title = t("trace.ablation.sweep_title", mode=t(f"trace.ablation.modes.{mode}"))
+        mode_name = t(f"trace.ablation.modes.{mode}")
+        title = t("trace.ablation.sweep_title" if len(frame) <= figs.MANY else "trace.ablation.sweep_top_title",
+                  mode=mode_name, k=figs.TOP)
         show_chart(figs.sweep_bars(frame, title), key="trace-sweep-bars", config=NO_MODEBAR)
+        if many_heads(model):  # every head, one layer a row
+            cfg = model.cfg
+            grid = np.full((cfg.n_layer, cfg.n_head), np.nan)
+            for name, increase in zip(frame["component"], frame["loss increase"]):
+                layer, head = interp.parse_component(model, name)
+                grid[layer, head] = increase
+            show_chart(figs.head_grid(grid, t("trace.ablation.sweep_grid_title", mode=mode_name),
+                                      t("trace.fig.loss_increase_short")), key="trace-sweep-grid", config=NO_MODEBAR)
         st.caption(t("trace.ablation.sweep_caption", head=frame.loc[0, "component"],
                      increase=frame.loc[0, "loss increase"]))
 
@@ -363,7 +495,7 @@ def ablation_tab(view: Traced) -> None:
 def patching_tab(opened: Opened) -> None:
     st.markdown(t("trace.patching.intro"))
     model, tokenizer, cfg = opened.model, opened.tokenizer, opened.model.cfg
-    pairs = {p.id: p for p in interp.PATCHING_PAIRS}
+    pairs = {p.id: p for p in interp.patching_pairs(tokenizer)}
     pair = pairs[st.selectbox(t("trace.patching.pair"), list(pairs), key="trace-pair",
                               format_func=lambda p: t(f"trace.pairs.{p}.name"))]
     st.caption(t(f"trace.pairs.{pair.id}.about"))
@@ -374,7 +506,7 @@ def patching_tab(opened: Opened) -> None:
     good = c1.text_input(t("trace.patching.clean_answer"), pair.clean_answer, key=f"trace-good-{pair.id}")
     bad = c2.text_input(t("trace.patching.corrupted_answer"), pair.corrupted_answer, key=f"trace-bad-{pair.id}")
     try:
-        setup, heads = patched_heads(opened.key, clean, corrupted, good, bad)
+        setup = pair_setup(opened.key, clean, corrupted, good, bad)
     except UserError as e:
         st.error(say(e))
         return
@@ -382,26 +514,45 @@ def patching_tab(opened: Opened) -> None:
     a.metric(t("trace.patching.clean_difference"), f"{setup.clean_difference:+.2f}")
     b.metric(t("trace.patching.corrupted_difference"), f"{setup.corrupted_difference:+.2f}")
     st.caption(t("trace.patching.measure", good=tokenizer.display(setup.good), bad=tokenizer.display(setup.bad)))
+    pair_key = (opened.key, clean, corrupted, good, bad)
+    heads = with_progress(t("trace.patching.running_heads"), patched_heads, *pair_key)
     show_chart(figs.head_grid(heads, t("trace.patching.heads_title"), t("trace.fig.restored")),
-                    key="trace-patch-heads", config=NO_MODEBAR)
+               key="trace-patch-heads", config=NO_MODEBAR)
     best = np.unravel_index(np.nanargmax(heads), heads.shape)
     st.caption(t("trace.patching.heads_caption", head=f"L{best[0]}H{best[1]}", share=float(heads[best])))
     if cfg.n_layer > 1:
         sides_section(opened, heads, (clean, corrupted, good, bad))
-    pair_key = (opened.key, clean, corrupted, good, bad)
     prompt_labels = [tokenizer.display(i) for i in setup.clean.ids.tolist()]
     residual_rows = [t("trace.lens.embedding")] + [t("trace.lens.block", layer=i) for i in range(cfg.n_layer)]
+    st.subheader(t("trace.patching.positions_heading"))
+    picked = picked_heads(model, heads)
     sweeps = {"residual": (interp.patch_residual, residual_rows),
-              "head_position": (interp.patch_heads_by_position, ins.head_names(cfg.n_layer, cfg.n_head))}
+              "head_position": (lambda model, setup, progress: interp.patch_heads_by_position(
+                  model, setup, progress=progress, heads=picked), [interp.head_label(*h) for h in picked])}
     for sweep, (run, rows) in sweeps.items():  # the longer sweeps run on request, with a progress bar
         state = f"trace-patch-{sweep}"
-        if st.button(t(f"trace.patching.run_{sweep}"), key=f"{state}-button"):
+        sweep_key = (pair_key, tuple(picked) if sweep == "head_position" else ())
+        if st.button(t(f"trace.patching.run_{sweep}", n=len(rows), positions=len(setup.clean.ids) - setup.start),
+                     key=f"{state}-button"):
             shares = with_progress(t(f"trace.patching.running_{sweep}"), run, model, setup)
-            st.session_state[state] = (pair_key, shares.numpy())
+            st.session_state[state] = (sweep_key, shares.numpy())
         result = st.session_state.get(state)
-        if result and result[0] == pair_key:
+        if result and result[0] == sweep_key:
             show_chart(figs.position_grid(result[1], rows, prompt_labels, t(f"trace.patching.{sweep}_title")),
-                            key=f"{state}-figure", config=NO_MODEBAR)
+                       key=f"{state}-figure", config=NO_MODEBAR)
+
+
+def picked_heads(model, heads: np.ndarray) -> list[tuple[int, int]]:
+    """The heads to patch position by position: all of them on a small model; on a model with hundreds, the ones
+    the learner picks, starting with the best restorers of the head grid."""
+    cfg = model.cfg
+    if not many_heads(model):
+        return [(layer, head) for layer in range(cfg.n_layer) for head in range(cfg.n_head)]
+    names = [interp.head_label(layer, head) for layer in range(cfg.n_layer) for head in range(cfg.n_head)]
+    best = [names[i] for i in np.argsort(-np.nan_to_num(np.abs(heads)).ravel(), kind="stable")[:cfg.n_head]]
+    chosen = st.multiselect(t("trace.patching.position_heads"), names, default=sorted(best, key=names.index),
+                            key="trace-position-heads", help=t("trace.patching.position_heads_help"))
+    return [interp.parse_component(model, name) for name in sorted(chosen, key=names.index)]
 
 
 def default_receiver(heads: np.ndarray) -> str:
@@ -416,7 +567,7 @@ def default_receiver(heads: np.ndarray) -> str:
 
 def sides_section(opened: Opened, heads: np.ndarray, pair: tuple[str, str, str, str]) -> None:
     """Which earlier head feeds the receiver, and through which of its inputs."""
-    cfg = opened.model.cfg
+    model, cfg = opened.model, opened.model.cfg
     st.subheader(t("trace.patching.sides_heading"))
     st.markdown(t("trace.patching.sides_intro"))
     receivers = [interp.head_label(i, h) for i in range(1, cfg.n_layer) for h in range(cfg.n_head)]
@@ -425,17 +576,32 @@ def sides_section(opened: Opened, heads: np.ndarray, pair: tuple[str, str, str, 
         st.session_state["trace-receiver"] = default
     receiver = st.selectbox(t("trace.patching.receiver"), receivers, key="trace-receiver",
                             help=t("trace.patching.receiver_help", head=default))
-    shares = sides_cached(opened.key, *pair, receiver)
+    layer, _ = interp.parse_component(model, receiver)
+    senders = circuits.senders_before(model, layer)
+    if many_heads(model):  # hundreds of senders: the embedding and the earlier heads that restore most, or a pick
+        earlier = np.nan_to_num(np.abs(heads[:layer])).ravel()
+        best = [interp.head_label(*divmod(int(i), cfg.n_head)) for i in np.argsort(-earlier, kind="stable")[:SENDERS]]
+        default_senders = [name for name in senders if name in best or name == circuits.EMBEDDING]
+        senders = st.multiselect(t("trace.patching.senders"), senders, default=default_senders,
+                                 key=f"trace-senders-{receiver}", format_func=sender_name,
+                                 help=t("trace.patching.senders_help", n=SENDERS))
+    shares = sides_cached(opened.key, *pair, receiver, tuple(senders))
     rows = [sender_name(name) for name in shares.index]
     columns = [t(f"trace.patching.sides.{side}") for side in circuits.SIDES]
     show_chart(figs.side_grid(shares.to_numpy(), rows, columns, t("trace.patching.sides_title", head=receiver)),
                key="trace-patch-sides", config=NO_MODEBAR)
     whole = shares.iloc[0].to_numpy()
-    senders = shares.iloc[1:].to_numpy()
-    sender, side = np.unravel_index(np.nanargmax(senders), senders.shape)
     st.caption(t("trace.patching.sides_caption", head=receiver, whole_side=columns[int(np.nanargmax(whole))],
-                 whole=float(np.nanmax(whole)), sender=rows[sender + 1], side=columns[side],
-                 share=float(senders[sender, side])))
+                 whole=float(np.nanmax(whole)), **strongest_sender(shares.iloc[1:], rows[1:], columns)))
+
+
+def strongest_sender(senders, rows: list[str], columns: list[str]) -> dict:
+    """The sender and side that restore most (none when no sender is listed)."""
+    if senders.empty:
+        return {"sender": "—", "side": "—", "share": float("nan")}
+    values = senders.to_numpy()
+    sender, side = np.unravel_index(np.nanargmax(values), values.shape)
+    return {"sender": rows[sender], "side": columns[side], "share": float(values[sender, side])}
 
 
 def sender_name(name: str) -> str:

@@ -11,6 +11,7 @@ Built on gptcore.interp's hook edits; the model is never special-cased. Pure tor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import pandas as pd
 import torch
@@ -19,13 +20,18 @@ from .errors import InputError
 from .interp import (
     Capture,
     PatchingSetup,
-    ablated_logits,
+    Progress,
+    Run,
+    ablation_runs,
     components,
     logit_difference,
     parse_component,
+    read_logits,
     readout,
     residual_summands,
-    run_hooked,
+    run_batched,
+    stream_at,
+    suffix_sweep,
 )
 from .model import GPT
 
@@ -36,21 +42,30 @@ SIDES = ("q", "k", "v")  # the three inputs of a head, each a projection of the 
 
 @torch.no_grad()
 def effects(model: GPT, cap: Capture, position: int, target: int, foil: int, means: dict[str, torch.Tensor],
-            batch: int = 16) -> pd.DataFrame:
+            batch: int = 64, progress: Progress | None = None) -> pd.DataFrame:
     """Per head and FFN: its direct, indirect and total effect on logit(target) − logit(foil) at position.
 
     The total effect is what mean-ablating the component (to its mean over a reference text) costs the difference.
     The direct effect is the part of that change that reaches the readout straight from the component: its output
     minus the mean it is replaced by, through the frozen final norm and head. Indirect = total − direct: the effect
     through everything downstream (later heads' queries, keys and values, later FFNs, the final norm's scale).
+
+    The ablated runs stop at `position` (a causal model's later positions cannot change it) and read only the two
+    tokens' logits there.
     """
     frozen = readout(model, cap, position, target, foil)
     names = components(model)
     clean = float(logit_difference(cap.logits, target, foil, position))
-    totals = []
-    for start in range(0, len(names), batch):
-        logits = ablated_logits(model, cap, [[n] for n in names[start:start + batch]], "mean", means)
-        totals += (clean - logit_difference(logits, target, foil, position)).tolist()
+    end = position + 1
+
+    def read(final: torch.Tensor) -> torch.Tensor:
+        logits = read_logits(model, final[:, -1], [target, foil])
+        return logits[:, 0] - logits[:, 1]
+
+    runs = ablation_runs(model, cap, [[n] for n in names], "mean", means)
+    ablated = run_batched(model, lambda layer: stream_at(cap, layer, model.cfg.n_layer)[:end], runs, read, batch,
+                          progress=progress)
+    totals = (clean - ablated).tolist()
     written = {name: vec for name, _, _, _, vec in residual_summands(model, cap, position)}
     rows = []
     for name, total in zip(names, totals):
@@ -75,8 +90,7 @@ def _mean_output(model: GPT, means: dict[str, torch.Tensor], layer: int, head: i
 def head_output_matrix(model: GPT, layer: int, head: int) -> torch.Tensor:
     """(d_model, d_head): head's own columns of W_O."""
     proj = model.blocks[layer].attn.proj.weight.detach().cpu()
-    d_head = model.cfg.d_model // model.cfg.n_head
-    return proj.view(model.cfg.d_model, model.cfg.n_head, d_head)[:, head]
+    return proj.view(model.cfg.d_model, model.cfg.n_head, model.cfg.d_head)[:, head]
 
 
 @torch.no_grad()
@@ -122,16 +136,31 @@ class SidePatch:
 
 
 def side_edits(model: GPT, rows: list[list[SidePatch]]) -> dict:
-    """Hook edits that apply, in batch row b, each side patch of rows[b]. The heads' other sides, every other head
-    and the residual stream itself are left as they are; RoPE still rotates a patched q or k."""
+    """Hook edits for a whole pass (run_hooked) that apply, in batch row b, each side patch of rows[b]. The heads'
+    other sides, every other head and the residual stream itself are left as they are; RoPE still rotates a patched
+    q or k."""
     picked: dict[str, list[tuple[int, int, torch.Tensor]]] = {}
     for b, patches in enumerate(rows):
         for patch in patches:
-            if patch.side not in SIDES:
-                raise ValueError(f"a side is one of {SIDES}, not {patch.side!r}")
-            vec = _side_inputs(model, patch.layer, patch.head, patch.residual[None])[patch.side][0]
-            picked.setdefault(f"blocks.{patch.layer}.attn.hook_{patch.side}", []).append((b, patch.head, vec))
+            picked.setdefault(_side_hook(patch), []).append((b, patch.head, _side_vector(model, patch)))
     return {name: lambda act, put=put: _put_heads(act, put) for name, put in picked.items()}
+
+
+def _side_hook(patch: SidePatch) -> str:
+    if patch.side not in SIDES:
+        raise ValueError(f"a side is one of {SIDES}, not {patch.side!r}")
+    return f"blocks.{patch.layer}.attn.hook_{patch.side}"
+
+
+def _side_vector(model: GPT, patch: SidePatch) -> torch.Tensor:
+    """(T, d_head): the patched side of the head, computed from the patch's residual stream."""
+    return _side_inputs(model, patch.layer, patch.head, patch.residual[None])[patch.side][0]
+
+
+def _put_side(act: torch.Tensor, head: int, vector: torch.Tensor) -> torch.Tensor:
+    act = act.clone()
+    act[:, head] = vector.to(act.device)
+    return act
 
 
 def _put_heads(act: torch.Tensor, put: list[tuple[int, int, torch.Tensor]]) -> torch.Tensor:
@@ -184,8 +213,13 @@ def patch_sides(model: GPT, setup: PatchingSetup, receiver: str, senders: list[s
     if head is None:
         raise InputError("interp.receiver_ffn", "{name} is an FFN: only a head has queries, keys and values",
                          name=receiver)
-    rows = [[SidePatch(layer, head, side, sender_residual(model, setup, layer, sender))]
-            for sender in senders for side in SIDES]
-    logits = run_hooked(model, setup.corrupted.ids.expand(len(rows), -1), side_edits(model, rows))
-    shares = setup.restored(logits).view(len(senders), len(SIDES))
+    start = setup.start  # the runs cover the positions from the first difference on (interp.suffix_sweep)
+    runs = []
+    for sender in senders:
+        residual = sender_residual(model, setup, layer, sender)
+        for side in SIDES:
+            patch = SidePatch(layer, head, side, residual)
+            runs.append(Run(layer, {_side_hook(patch): partial(_put_side, head=head,
+                                                               vector=_side_vector(model, patch)[start:])}))
+    shares = suffix_sweep(model, setup, runs).view(len(senders), len(SIDES))
     return pd.DataFrame(shares.numpy(), columns=list(SIDES), index=[s or "" for s in senders])

@@ -7,6 +7,7 @@ from explorer.checkpoints import open_checkpoint
 from explorer.i18n import say, t
 from explorer.ui import show_chart
 from gptcore import inspector as ins
+from gptcore import interp
 from gptcore.data import unknown_warning
 
 TABS = ("step", "lens", "attribution", "ablation", "patching")
@@ -25,10 +26,14 @@ temperature = middle.slider(t("trace.temperature"), 0.0, 2.0, 1.0, 0.05, key="tr
 if text == ins.DEFAULT_TEXT:
     left.caption(t("trace.default_text"))
 top_k = right.number_input(t("trace.top_k"), 0, cfg.vocab_size, 0, key="trace-top-k", help=t("trace.top_k_help"))
-ids, unknown, truncated = ins.prepare_ids(tokenizer, text, cfg.context)
+# a trace keeps every activation of every position: on a real model that bounds the text well below its context
+limit = min(cfg.context, interp.traceable_tokens(cfg, views.CAPTURE_BUDGET))
+ids, unknown, truncated = ins.prepare_ids(tokenizer, text, limit)
 if warning := unknown_warning(unknown):
     st.warning(say(warning))
-if truncated:
+if truncated and limit < cfg.context:
+    st.warning(t("trace.truncated_memory", limit=limit, megabytes=views.CAPTURE_BUDGET >> 20, left_out=truncated))
+elif truncated:
     st.warning(t("trace.truncated", context=cfg.context, left_out=truncated))
 if not ids:
     st.error(t("trace.no_known"))

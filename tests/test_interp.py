@@ -14,7 +14,7 @@ from gptcore.config import GPTConfig
 from gptcore.errors import InputError
 from gptcore.inspector import DEFAULT_TEXT, repeat_position, sampling_distribution
 from gptcore.model import GPT
-from gptcore.tokenizer import BPETokenizer, CharTokenizer
+from gptcore.tokenizer import BPETokenizer, CharTokenizer, HFTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,8 +103,9 @@ def test_every_stage_of_every_model_variant_shows_a_marked_line_and_every_marked
                         norm_placement=placement, position=position, ffn=ffn, qk_norm=position == "none")
         tr = interp.trace(GPT(cfg).eval(), torch.arange(6), 3, tokenizer=CharTokenizer.from_text("abcdefgh"))
         shown |= {(s.path, s.line) for stage in tr.stages for s in stage.sources}
-    bpe = interp.source_line(BPETokenizer.encode, "token")
-    shown.add((bpe.path, bpe.line))
+    for tokenizer in (BPETokenizer, HFTokenizer):  # (a trace shows its encode line when the text was cut by it)
+        encode = interp.source_line(tokenizer.encode, "token")
+        shown.add((encode.path, encode.line))
     marked_files = {"gptcore/model.py", "gptcore/tokenizer.py"}  # the sampling lines come from gptcore.inspector
     assert {s for s in shown if s[0] in marked_files} == (marked_lines(ROOT / "gptcore" / "model.py")
                                                           | marked_lines(ROOT / "gptcore" / "tokenizer.py"))
@@ -390,7 +391,7 @@ def test_the_previous_token_head_restores_the_induction_head_through_its_keys_on
     assert circuits.senders_before(shipped.model, 1) == ["embedding", "L0H0", "L0H1", "L0H2", "L0H3", "L0 FFN"]
 
 
-def test_the_password_comes_back_through_the_copying_heads_values_written_by_the_first_ffn(shipped, setup):
+def test_the_password_comes_back_through_the_copying_heads_values_written_by_the_first_ffn(shipped, setup, key_setup):
     shares = circuits.patch_sides(shipped.model, setup, "L3H2", [None] + circuits.senders_before(shipped.model, 3))
     assert shares.loc["", "v"] > 0.6 and shares[["q", "k"]].abs().max().max() < 0.1  # what it copies, not where
     # the character's identity reaches layer 3's values mostly as L0's FFN rewrote it, not as the raw embedding
@@ -399,3 +400,236 @@ def test_the_password_comes_back_through_the_copying_heads_values_written_by_the
         circuits.patch_sides(shipped.model, key_setup, "L1H1", ["L2H0"])
     with pytest.raises(InputError, match="only a head"):
         circuits.patch_sides(shipped.model, key_setup, "L1 FFN", [None])
+
+
+# --- a real model's shape: grouped-query attention, tied embeddings, a BPE ----------------------------------------
+
+WORDS = ["When Mary and John went to the store, John gave a drink to Mary. ", "My cat likes warm milk and soft "
+         "socks. ", 'The secret word is "blue fox". Later I said the secret word again: "blue fox". ']
+
+
+@pytest.fixture(scope="module")
+def real_like():
+    """A tiny random model shaped like SmolLM2: 4 query heads sharing 2 key/value heads, tied embeddings, RoPE θ of
+    100,000, a byte-level BPE; weights far larger than at initialisation, so every prompt gets its own logits."""
+    tokenizer = BPETokenizer.train([text * 20 for text in WORDS], 320)
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=32, n_layer=3, n_head=4, n_kv_head=2, d_ff=48,
+                    context=64, tie_embeddings=True, rope_theta=100_000.0)
+    model = GPT(cfg).eval()
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.normal_(0, 0.5)
+    return model, tokenizer
+
+
+@pytest.fixture(scope="module")
+def real_cap(real_like):
+    model, tokenizer = real_like
+    return interp.capture(model, tokenizer.encode("My cat likes warm milk. My cat likes warm milk."))
+
+
+@pytest.fixture(scope="module")
+def real_setup(real_like):
+    model, tokenizer = real_like
+    pair = next(p for p in interp.WORD_PATCHING_PAIRS if p.id == "ioi")
+    return interp.patching_setup(model, tokenizer, pair.clean, pair.corrupted, pair.clean_answer,
+                                 pair.corrupted_answer)
+
+
+def test_a_grouped_query_trace_names_the_key_value_head_each_query_head_reads(real_like, real_cap):
+    model, tokenizer = real_like
+    cfg, position = model.cfg, 9
+    tr = interp.trace(model, real_cap.ids, position, real_cap, tokenizer)
+    assert (rebuilt := interp.rebuild_logits(model, tr) - real_cap.logits[position]).abs().max() <= 1e-4, rebuilt
+    qkv = tr["L1.qkv"]
+    assert qkv.description == "qkv_gqa" and qkv.parts["kv_head"].tolist() == [0, 0, 1, 1]
+    assert tr["L1.pattern"].parts["kv_head"].tolist() == [0, 0, 1, 1]
+    # recomputed by hand: key/value head g is the g-th block of d_head rows after the query rows of W_qkv
+    W, D, H = model.blocks[1].attn.qkv.weight.detach(), cfg.d_head, cfg.n_head
+    normed = real_cap["blocks.1.hook_ln1_out"][position]
+    for head, group in enumerate([0, 0, 1, 1]):
+        torch.testing.assert_close(qkv.parts["k"][head], W[(H + group) * D:(H + group + 1) * D] @ normed)
+        torch.testing.assert_close(qkv.parts["v"][head], W[(H + 2 + group) * D:(H + 3 + group) * D] @ normed)
+        torch.testing.assert_close(qkv.value[head], W[head * D:(head + 1) * D] @ normed)
+
+
+def test_attribution_of_a_tied_model_reads_the_embedding_rows_and_adds_up_to_the_difference(real_like, real_cap):
+    model, _ = real_like
+    assert interp.unembedding(model) is model.emb.weight and model.head.weight is model.emb.weight
+    position = 7
+    target = int(real_cap.ids[position + 1])
+    foil = interp.runner_up(real_cap.logits[position], target)
+    attribution = interp.logit_attribution(model, real_cap, position, target, foil)
+    assert len(attribution.parts) == 1 + model.cfg.n_layer * (model.cfg.n_head + 1)
+    difference = float(real_cap.logits[position, target] - real_cap.logits[position, foil])
+    assert attribution.total == pytest.approx(difference, abs=1e-4) and attribution.logit == pytest.approx(difference)
+    # each part by hand: the component's vector · (γ ⊙ (E[target] − E[foil])) / rms(final stream)
+    final = real_cap[f"blocks.{model.cfg.n_layer - 1}.hook_resid_post"][position]
+    direction = model.ln_f.weight.detach() * (model.emb.weight[target] - model.emb.weight[foil]).detach() / \
+        final.square().mean().add(model.ln_f.eps).sqrt()
+    by_hand = float(real_cap["blocks.2.attn.hook_result"][position, 3] @ direction)
+    assert attribution.parts.set_index("component").loc["L2H3", "logit"] == pytest.approx(by_hand, abs=1e-4)
+
+
+@pytest.mark.parametrize("mode", interp.ABLATIONS)
+def test_the_batched_sweep_equals_each_head_switched_off_in_a_whole_pass(real_like, real_cap, mode):
+    model, tokenizer = real_like
+    means = interp.reference_means(model, tokenizer) if mode == "mean" else None
+    done = []
+    names = interp.components(model)
+    frame = interp.ablation_sweep(model, real_cap, mode, names, batch=7, means=means,
+                                  progress=lambda d, n: done.append(d)).set_index("component")
+    assert done == sorted(done) and done[-1] == 15 and len(done) > 3  # the work done, block by block
+    for name in names:  # the plain way: the whole text again, the component switched off at its hook point
+        logits = interp.run_hooked(model, real_cap.ids[None],
+                                   interp.ablation_edits(model, real_cap, [[name]], mode, means))
+        assert frame.loc[name, "loss"] == pytest.approx(float(interp.text_losses(logits, real_cap.ids).mean()),
+                                                        abs=1e-5), name
+    several = interp.ablate(model, real_cap, ["L0H1", "L2 FFN", "L1H3"], mode, means).logits
+    whole = interp.run_hooked(model, real_cap.ids[None],
+                              interp.ablation_edits(model, real_cap, [["L0H1", "L2 FFN", "L1H3"]], mode, means))
+    torch.testing.assert_close(several, whole[0], atol=1e-4, rtol=0)
+
+
+def test_the_lens_column_and_grid_are_the_whole_lens_at_their_positions(real_like, real_cap):
+    model, _ = real_like
+    lens = interp.logit_lens(model, real_cap)
+    T, position = len(real_cap.ids), 5
+    column = interp.lens_column(model, real_cap, position)
+    assert column.rows == lens.rows
+    torch.testing.assert_close(column.probs, lens.probs[:, position], atol=1e-6, rtol=0)
+    assert column.readable_from(int(real_cap.ids[position + 1])) == lens.readable_from(position,
+                                                                                        int(real_cap.ids[position + 1]))
+    positions = [0, 3, 5, T - 1]
+    done = []
+    grid = interp.lens_grid(model, real_cap, positions, progress=lambda d, n: done.append((d, n)))
+    torch.testing.assert_close(grid.true_next[:, :3], lens.true_next()[:, positions[:3]], atol=1e-6, rtol=0)
+    assert grid.true_next[:, 3].isnan().all()  # the text's last position has no next token
+    assert torch.equal(grid.top, lens.probs[:, positions].argmax(-1)) and done[-1] == (len(lens.rows) * 4,) * 2
+    blocks = interp.lens_column(model, real_cap, position, attention=False)
+    assert blocks.rows == ["embedding", "block 0", "block 1", "block 2"]
+    torch.testing.assert_close(blocks.probs, lens.probs[[0, 2, 4, 6], position], atol=1e-6, rtol=0)
+
+
+def test_runs_entering_later_blocks_or_positions_are_the_whole_pass(real_like, real_cap):
+    model, n_layer = real_like[0], real_like[0].cfg.n_layer
+    final = real_cap[f"blocks.{n_layer - 1}.hook_resid_post"]
+    for start, layer in ((0, 0), (0, 2), (6, 1), (11, 0)):
+        runs = [interp.Run(layer)]
+        out = interp.run_batched(model, lambda i, start=start: interp.stream_at(real_cap, i, n_layer)[start:], runs,
+                                 lambda x: x, start=start, prefix=real_cap)
+        torch.testing.assert_close(out[0], final[start:], atol=1e-4, rtol=1e-5)
+
+
+def test_patching_sweeps_equal_patching_each_cell_in_a_whole_pass(real_like, real_setup):
+    model, setup = real_like[0], real_setup
+    start, T = setup.start, len(setup.clean.ids)
+    assert 0 < start < T - 1 and torch.equal(setup.clean.ids[:start], setup.corrupted.ids[:start])
+
+    def whole(patches):
+        return float(setup.restored(interp.patched_logits(model, setup.clean, setup.corrupted.ids, [patches]))[0])
+
+    heads = interp.patch_heads(model, setup, batch=5)
+    for layer, head in itertools.product(range(3), range(4)):
+        assert float(heads[layer, head]) == pytest.approx(whole([interp.Patch(f"blocks.{layer}.attn.hook_z", head)]),
+                                                          abs=1e-4)
+    residual = interp.patch_residual(model, setup)
+    assert residual.shape == (4, T) and residual[:, :start].abs().max() == 0  # nothing differs before start
+    for row, (_, hook) in enumerate(interp.residual_rows(model)):
+        for p in (start, T - 1):
+            assert float(residual[row, p]) == pytest.approx(whole([interp.Patch(hook, position=p)]), abs=1e-4)
+    assert float(residual[-1, -1]) == pytest.approx(1.0, abs=1e-5)
+    picked = [(2, 1), (0, 3)]
+    by_position = interp.patch_heads_by_position(model, setup, heads=picked)
+    assert by_position.shape == (2, T) and by_position[:, :start].abs().max() == 0
+    for row, (layer, head) in enumerate(picked):
+        for p in range(start, T):
+            assert float(by_position[row, p]) == pytest.approx(
+                whole([interp.Patch(f"blocks.{layer}.attn.hook_z", head, p)]), abs=1e-4)
+    everything = [interp.Patch(name) for name in setup.clean.acts]
+    logits = interp.patched_logits(model, setup.clean, setup.corrupted.ids, [everything])[0]
+    assert torch.equal(logits, setup.clean.logits)
+
+
+def test_effects_and_side_patching_equal_whole_passes(real_like, real_cap, real_setup):
+    model, tokenizer = real_like
+    means = interp.reference_means(model, tokenizer)
+    position = 8
+    target = int(real_cap.ids[position + 1])
+    foil = interp.runner_up(real_cap.logits[position], target)
+    frame = circuits.effects(model, real_cap, position, target, foil, means, batch=4).set_index("component")
+    clean = float(interp.logit_difference(real_cap.logits, target, foil, position))
+    for name in interp.components(model):
+        ablated = interp.run_hooked(model, real_cap.ids[None],
+                                    interp.ablation_edits(model, real_cap, [[name]], "mean", means))
+        assert frame.loc[name, "total"] == pytest.approx(
+            clean - float(interp.logit_difference(ablated, target, foil, position)[0]), abs=1e-4), name
+    senders = [None, "embedding", "L0H2", "L1 FFN"]
+    shares = circuits.patch_sides(model, real_setup, "L2H1", senders)
+    rows = [[circuits.SidePatch(2, 1, side, circuits.sender_residual(model, real_setup, 2, sender))]
+            for sender in senders for side in circuits.SIDES]
+    logits = interp.run_hooked(model, real_setup.corrupted.ids.expand(len(rows), -1), circuits.side_edits(model, rows))
+    np.testing.assert_allclose(shares.to_numpy().ravel(), real_setup.restored(logits).numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("changes", [{}, {"position": "learned", "ffn": "gelu"}, {"position": "none"},
+                                     {"n_kv_head": 1, "head_dim": 12, "qk_norm": True}])
+def test_a_captures_size_is_known_before_it_is_made(changes):
+    cfg = GPTConfig(vocab_size=50, d_model=24, n_layer=2, n_head=4, d_ff=40, context=32, **changes)
+    cap = interp.capture(GPT(cfg).eval(), torch.arange(20) % 50)
+    assert interp.capture_bytes(cfg, 20) == cap.nbytes
+    budget = interp.capture_bytes(cfg, 11) + 1
+    assert interp.traceable_tokens(cfg, budget) == 11 and interp.traceable_tokens(cfg, 1) == 1
+    assert interp.traceable_tokens(cfg, 10**12) == cfg.context
+
+
+def test_a_model_that_reads_words_gets_word_pairs():
+    assert interp.patching_pairs(CharTokenizer.from_text("abc")) == interp.PATCHING_PAIRS
+    bpe = BPETokenizer.train(WORDS, 300)
+    assert interp.patching_pairs(bpe) == interp.WORD_PATCHING_PAIRS
+    assert interp.patching_pairs(HFTokenizer(bpe.hf)) == interp.WORD_PATCHING_PAIRS
+    for pair in interp.WORD_PATCHING_PAIRS:  # the prompts differ early and end on the same text
+        assert pair.clean != pair.corrupted and pair.clean[-12:] == pair.corrupted[-12:]
+
+
+# --- SmolLM2 itself (skips, and says why, where it has not been fetched) -------------------------------------------
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """SmolLM2-135M as the importer converts it, kept in the cache beside the file it comes from (a second run
+    finds it there: import_model leaves a finished import as it is)."""
+    from gptcore import hub
+
+    if hub.cached_smollm2() is None:
+        print(f"skipping: SmolLM2 is not in the cache {hub.cache_dir()} (python -m gptcore fetch smollm2)")
+        pytest.skip(f"SmolLM2 is not in the cache {hub.cache_dir()}: run python -m gptcore fetch smollm2")
+    return ckpt.load_checkpoint(hub.import_model("smollm2", hub.cache_dir() / "converted" / "smollm2"))
+
+
+def test_smollm2_is_traced_attributed_ablated_and_patched_through_all_its_layers(smollm2):
+    model, tokenizer = smollm2.model, smollm2.tokenizer
+    assert (model.cfg.n_layer, model.cfg.n_head, model.cfg.kv_heads, model.cfg.tie_embeddings) == (30, 9, 3, True)
+    cap = interp.capture(model, tokenizer.encode(DEFAULT_TEXT))
+    position = repeat_position(tokenizer.pieces(cap.ids.tolist()))  # the sentence said again: the copy
+    tr = interp.trace(model, cap.ids, position, cap, tokenizer)
+    assert (interp.rebuild_logits(model, tr) - cap.logits[position]).abs().max() <= 1e-3
+    assert tr["L29.qkv"].parts["kv_head"].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    target = int(cap.ids[position + 1])
+    assert int(cap.logits[position].argmax()) == target  # SmolLM2 copies the second saying
+    foil = interp.runner_up(cap.logits[position], target)
+    attribution = interp.logit_attribution(model, cap, position, target, foil)
+    assert attribution.total == pytest.approx(attribution.logit, abs=2e-3)
+    column = interp.lens_column(model, cap, position)
+    torch.testing.assert_close(column.probs[-1], cap.logits[position].softmax(-1), atol=1e-5, rtol=0)
+    names = [f"L{layer}H{head}" for layer in (0, 29) for head in range(9)]
+    frame = interp.ablation_sweep(model, cap, names=names).set_index("component")
+    for name in ("L0H4", "L29H7"):
+        assert frame.loc[name, "loss"] == pytest.approx(interp.ablate(model, cap, [name]).loss[1], abs=1e-4)
+    pair = next(p for p in interp.WORD_PATCHING_PAIRS if p.id == "ioi")
+    setup = interp.patching_setup(model, tokenizer, pair.clean, pair.corrupted, pair.clean_answer,
+                                  pair.corrupted_answer)
+    assert setup.clean_difference > 3 > -3 > setup.corrupted_difference  # each prompt's answer, as the pair says
+    residual = interp.patch_residual(model, setup)
+    assert float(residual[-1, -1]) == pytest.approx(1.0, abs=1e-4)
+    assert float(residual[0, setup.start]) == pytest.approx(1.0, abs=1e-3)  # the differing name, at the embedding

@@ -259,6 +259,7 @@ def test_attribution_on_a_post_norm_model_says_why_it_cannot_be_split(tmp_path, 
 
 
 VARIANTS = {"learned positions": {"position": "learned"}, "no positions": {"position": "none"},
+            "grouped keys and values, tied embeddings": {"n_kv_head": 1, "tie_embeddings": True},
             "LayerNorm": {"norm": "layer"}, "post-norm": {"norm_placement": "post"}, "ReLU": {"ffn": "relu"},
             "GELU": {"ffn": "gelu"}, "QK-norm and ReLU²": {"qk_norm": True, "ffn": "relu2"}}
 
@@ -312,3 +313,114 @@ def test_the_page_runs_on_the_device_chosen_for_it_and_says_when_that_device_is_
     rerun(at)
     assert [e.value for e in at.error] == [
         "--device mps was asked for, but no Apple GPU (MPS) is available here: use --device cpu or auto"]
+
+
+# --- a model shaped like SmolLM2, with the views of a model of many heads ----------------------------------------
+
+def bpe_checkpoint(root: Path) -> Path:
+    """A random 3-layer model with 4 query heads sharing 2 key/value heads, tied embeddings and a byte-level BPE
+    trained on the page's texts, saved as the shipped checkpoint's stand-in."""
+    from gptcore.config import GPTConfig
+    from gptcore.model import GPT
+    from gptcore.tokenizer import BPETokenizer
+
+    texts = [ins.DEFAULT_TEXT] + [p.clean + p.corrupted for p in interp.WORD_PATCHING_PAIRS]
+    tokenizer = BPETokenizer.train([text * 10 for text in texts], 330)
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=tokenizer.vocab_size, d_model=32, n_layer=3, n_head=4, n_kv_head=2, d_ff=48,
+                    context=128, tie_embeddings=True)
+    model = GPT(cfg)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.normal_(0, 0.5)
+    ckpt.save_checkpoint(root / SHIPPED, model, tokenizer, {"step": 0})
+    return root / SHIPPED
+
+
+@pytest.fixture
+def many_heads(tmp_path, monkeypatch):
+    """The BPE model, with the page's limits lowered so that its 12 heads get the views of SmolLM2's 270: grids of
+    every head, the lens's rows folded, and the sweeps that wait for a click."""
+    from explorer import trace_figures as figs
+    from explorer import trace_views as views
+
+    folder = bpe_checkpoint(tmp_path)
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setattr(figs, "MANY", 4)
+    monkeypatch.setattr(views, "QUICK_FLOPS", 0)
+    monkeypatch.setattr(views, "DEEP", 1)
+    return ckpt.load_weights(folder / "model.safetensors")[:2]
+
+
+def test_a_bpe_model_with_grouped_heads_shows_its_tokens_and_its_key_value_groups(many_heads):
+    model, tokenizer = many_heads
+    at = run_page()
+    ids = tokenizer.encode(ins.DEFAULT_TEXT)
+    strip = chart(at, "trace-strip")[0]
+    assert strip["type"] == "bar" and list(strip["text"]) == tokenizer.labels(ids)  # each token a bar: the cuts
+    assert "␣cat" in strip["text"]
+    position = at.select_slider(key="trace-position").value
+    tr = interp.trace(model, torch.tensor(ids), position, interp.capture(model, ids), tokenizer)
+    at.select_slider(key="trace-stage").set_value(tr.index("L1.qkv"))
+    rerun(at)
+    rows = chart(at, "trace-stage-figure")[0]["y"]
+    assert list(rows) == ["q H0 · kv0", "q H1 · kv0", "q H2 · kv1", "q H3 · kv1", "k kv0 (H0–H1)", "k kv1 (H2–H3)",
+                          "v kv0 (H0–H1)", "v kv1 (H2–H3)"]
+    assert "k and v are computed once per key/value head (2×8)" in " ".join(c.value for c in at.caption)
+    assert "4 query heads but only 2 key heads" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_model_of_many_heads_gets_grids_of_every_head_and_sweeps_on_request(many_heads):
+    model, tokenizer = many_heads
+    ids = tokenizer.encode(ins.DEFAULT_TEXT)
+    cap = interp.capture(model, ids)
+    at = run_page()
+    position = at.select_slider(key="trace-position").value
+
+    open_tab(at, TABS.index("lens"))  # the rows after each block only, and the grid on request
+    assert not at.toggle(key="trace-lens-attention").value
+    column = interp.lens_column(model, cap, position, attention=False)
+    shown = np.array(chart(at, "trace-lens-column")[0]["z"], dtype=float)
+    np.testing.assert_allclose(shown, column.probs.topk(5).values.numpy(), atol=1e-6)
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-trace-lens")]
+    at.button(key="trace-lens-grid").click()
+    rerun(at)
+    heat = chart(at, "trace-lens")[0]
+    grid = interp.lens_grid(model, cap, list(heat["x"]), attention=False)
+    np.testing.assert_allclose(np.array(heat["z"], dtype=float), grid.true_next.numpy(), atol=1e-6)
+    assert heat["y"] == list(range(model.cfg.n_layer + 1))
+
+    open_tab(at, TABS.index("attribution"))
+    target = int(cap.ids[position + 1])
+    foil = interp.runner_up(cap.logits[position], target)
+    parts = interp.logit_attribution(model, cap, position, target, foil).parts.set_index("component")
+    grid = np.array(chart(at, "trace-attribution-grid")[0]["z"], dtype=float)  # layers × (heads, FFN)
+    assert grid.shape == (3, 5) and grid[2, 1] == pytest.approx(parts.loc["L2H1", "logit"], abs=1e-6)
+    assert grid[1, 4] == pytest.approx(parts.loc["L1 FFN", "logit"], abs=1e-6)
+    assert len(chart(at, "trace-attribution")[0]["x"]) == 16  # (the embedding and 15 components: fewer than TOP)
+    at.button(key="trace-effects-button").click()
+    rerun(at)
+    effects = circuits.effects(model, cap, position, target, foil, interp.reference_means(model, tokenizer))
+    np.testing.assert_allclose(chart(at, "trace-effects")[1]["y"], effects["total"].to_numpy(), atol=1e-6)
+
+    open_tab(at, TABS.index("ablation"))
+    at.button(key="trace-sweep").click()
+    rerun(at)
+    frame = interp.ablation_sweep(model, cap).set_index("component")
+    grid = np.array(chart(at, "trace-sweep-grid")[0]["z"], dtype=float)
+    assert grid[0, 3] == pytest.approx(frame.loc["L0H3", "loss increase"], abs=1e-6)
+
+    at.session_state["trace-pair"] = "ioi"
+    open_tab(at, TABS.index("patching"))
+    pair = next(p for p in interp.WORD_PATCHING_PAIRS if p.id == "ioi")
+    setup = interp.patching_setup(model, tokenizer, pair.clean, pair.corrupted, pair.clean_answer,
+                                  pair.corrupted_answer)
+    heads = interp.patch_heads(model, setup).numpy()
+    np.testing.assert_allclose(np.array(chart(at, "trace-patch-heads")[0]["z"], dtype=float), heads, atol=1e-5)
+    best = sorted(np.argsort(-np.abs(heads).ravel(), kind="stable")[:4])  # the grid's best restorers, in order
+    assert at.multiselect(key="trace-position-heads").value == [interp.head_label(*divmod(int(i), 4)) for i in best]
+    at.button(key="trace-patch-head_position-button").click()
+    rerun(at)
+    picked = [divmod(int(i), 4) for i in best]
+    np.testing.assert_allclose(np.array(chart(at, "trace-patch-head_position-figure")[0]["z"], dtype=float),
+                               interp.patch_heads_by_position(model, setup, heads=picked).numpy(), atol=1e-5)
