@@ -1,6 +1,7 @@
 """How large a model may be, checked from its config before a single weight is allocated."""
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -37,10 +38,13 @@ def load_limit_bytes() -> int:
     """The largest float32 model this process opens (GPTCORE_MAX_MODEL_GB, else a quarter of the memory)."""
     if (value := os.environ.get(LOAD_LIMIT_ENV)):
         try:
-            return int(float(value) * 1e9)
+            gb = float(value)
         except ValueError:
-            raise ConfigError("model.bad_load_limit", "{env} must be a number of gigabytes, got {value!r}",
-                              env=LOAD_LIMIT_ENV, value=value) from None
+            gb = math.nan
+        if not (math.isfinite(gb) and gb > 0):
+            raise ConfigError("model.bad_load_limit", "{env} must be a number of gigabytes above 0, got {value!r}",
+                              env=LOAD_LIMIT_ENV, value=value)
+        return int(gb * 1e9)
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

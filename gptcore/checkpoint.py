@@ -21,8 +21,7 @@ import os
 import platform
 import re
 import stat
-import uuid
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,12 +29,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save, save_file
 
+from . import fs
 from .capacity import check_loadable, meta_model
 from .config import ConfigError, GPTConfig
 from .errors import Message, UserError, message
 from .folders import CheckpointError
 from .meta import checked_fields
-from .model import GPT
+from .model import GPT, rope_tables, scaled_frequencies
 from .optim import state_slots
 from .tokenizer import Tokenizer, TokenizerError, tokenizer_from_dict
 
@@ -62,18 +62,12 @@ REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def _write_temp(path: Path, write) -> Path:
-    """write(tmp) into a new temporary file beside path, flushed to disk; the temporary file's path.
+    """write(tmp) into a new temporary file beside path (gptcore.fs.write_temp); the temporary file's path.
 
     Write errors come out as OSError: safetensors reports them as SafetensorError ("… (os error 28)"), which is
     turned back into the OSError it was.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    # created with 0o666 so it gets the umask's mode, like any new file (mkstemp's 0600 would hide it from other
-    # users); kept after writing, since a writer may replace the file with its own mode
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    mode = tmp.stat().st_mode & 0o777
-    try:
+    def checked(tmp: Path) -> None:
         try:
             write(str(tmp))
         except SafetensorError as e:
@@ -81,13 +75,8 @@ def _write_temp(path: Path, write) -> Path:
                 raise
             number = int(code.group(1))
             raise OSError(number, os.strerror(number), str(tmp)) from None
-        os.chmod(tmp, mode)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())  # on disk before the rename makes it the file: a crash leaves old or new
-        return tmp
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    return fs.write_temp(path, checked)
 
 
 @contextmanager
@@ -118,25 +107,10 @@ def _safetensors_writer(tensors: dict[str, torch.Tensor], metadata: dict[str, st
     return write
 
 
-def _switch(written: list[tuple[Path, Path]]) -> None:
-    """Rename every (temporary file, its final path) into place; a rename needs no space, so none fails for a
-    full disk."""
-    for tmp, path in written:
-        os.replace(tmp, path)
-    folders = {path.parent for _, path in written}
-    for folder in folders:  # the renames themselves on disk
-        with suppress(OSError):
-            fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
 def write_files(files: list[tuple[Path, object]]) -> None:
-    """Write every (path, write) so that all of them change or none: each goes to a temporary file, and only once
-    all are written are they renamed into place. A full disk raises DiskFull, a refused write CheckpointError;
-    either way the files as they were stay untouched."""
+    """Write every (path, write) so that all of them change or none (gptcore.fs.replace_all: no signal cuts the
+    renames in two). A full disk raises DiskFull, a refused write CheckpointError; either way the files as they were
+    stay untouched."""
     written: list[tuple[Path, Path]] = []
     try:
         for path, write in files:
@@ -149,7 +123,7 @@ def write_files(files: list[tuple[Path, object]]) -> None:
         for tmp, _ in written:
             tmp.unlink(missing_ok=True)
         raise
-    _switch(written)
+    fs.replace_all(written)
 
 
 def write_error(path: Path, error: OSError) -> OSError | CheckpointError:
@@ -175,6 +149,9 @@ def make_folder(directory: Path) -> bool:
             return False
         raise CheckpointError("checkpoint.file_in_the_way", "{path} cannot be a checkpoint folder: it, or a folder "
                               "above it, is a file", path=directory) from None
+    except FileNotFoundError:  # (its parent is there, yet no folder can be made in it: /proc, say)
+        raise CheckpointError("checkpoint.no_folder_here", "{path} cannot be a checkpoint folder: no folder can be "
+                              "made there (a system folder such as /proc or /sys?)", path=directory) from None
     except OSError as e:
         if (error := write_error(directory, e)) is e:
             raise
@@ -321,12 +298,22 @@ def load_weights(path: Path) -> tuple[GPT, Tokenizer, int]:
         raise CheckpointError("checkpoint.unbuildable", "{path}: {reason}", path=path, reason=e.message) from None
     if cfg.tie_embeddings and "emb.weight" in tensors:
         tensors[TIED] = tensors["emb.weight"]
-    check_shapes(path, tensors, {k: tuple(v.shape) for k, v in meta_model(cfg).state_dict().items()})
+    model = meta_model(cfg)
+    check_shapes(path, tensors, {k: tuple(v.shape) for k, v in model.state_dict().items()})
     check_values(path, tensors)
-    model = GPT(cfg)
-    model.load_state_dict(tensors)
-    model.eval()
-    return model, tokenizer, step
+    return holding(model, tensors).eval(), tokenizer, step
+
+
+def holding(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
+    """A model built on the meta device, given the tensors as its weights: no random draw for weights that are
+    about to be replaced, and no copy of them (134M parameters open in a second instead of ten)."""
+    model.load_state_dict({k: v.float() for k, v in tensors.items()}, assign=True)  # (bfloat16 snapshots too)
+    if model.cfg.tie_embeddings:  # assign gave the head a Parameter of its own: make it the embedding again
+        model.head.weight = model.emb.weight
+    if model.cfg.position == "rope":  # buffers that are not stored: computed as GPT() computes them
+        model.rope_cos, model.rope_sin = rope_tables(torch.arange(model.cfg.context), model.cfg.d_head,
+                                                     freq=scaled_frequencies(model.cfg))
+    return model
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -377,7 +364,7 @@ def check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
         if not t.is_floating_point():
             raise CheckpointError("checkpoint.not_float", "{path}: {name} holds {dtype} values, not floating-point "
                                   "weights", path=path, name=name, dtype=str(t.dtype))
-        if not torch.isfinite(t).all():
+        if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():  # (the sum first: one cheap pass)
             raise CheckpointError("checkpoint.not_finite", "{path}: {name} contains NaN or infinite values (a "
                                   "diverged run?)", path=path, name=name)
 

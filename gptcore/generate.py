@@ -14,15 +14,21 @@ from .model import GPT
 
 
 class LayerCache:
-    """Keys and values already computed for one layer, so each new token costs one position, not T."""
+    """Keys and values already computed for one layer, so each new token costs one position, not T.
 
-    def __init__(self):
-        self.k = self.v = None
+    With grouped-query attention the model hands every query head its group's key and value; the cache keeps
+    one copy per group (every group-th head), which is what makes a GQA model's cache group times smaller."""
+
+    def __init__(self, group: int = 1):
+        self.group, self.k, self.v = group, None, None
 
     def extend(self, k, v):
+        k, v = k[:, ::self.group], v[:, ::self.group]  # (B, n_kv_head, T, d_head)
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+        if self.group == 1:
+            return self.k, self.v
+        return self.k.repeat_interleave(self.group, 1), self.v.repeat_interleave(self.group, 1)
 
 
 class NonFiniteLogits(ValueError):
@@ -33,7 +39,7 @@ def check_sampling(temperature: float, top_k: int | None) -> None:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not math.isfinite(temperature) \
             or temperature < 0:
         raise InputError("model.bad_temperature", "temperature must be a finite number, 0 or more (0 = always the "
-                         "most likely character), got {value}", value=repr(temperature))
+                         "most likely token), got {value}", value=repr(temperature))
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
         raise InputError("model.bad_top_k", "top_k must be a whole number, 0 (off) or more, got {value}",
                          value=repr(top_k))
@@ -93,7 +99,8 @@ def _stream(model, idx, n_new, temperature, top_k, generator, use_cache) -> Iter
 
 def _prefill(model, window, use_cache: bool):
     """(fresh per-layer caches or None, logits) for a forward over window."""
-    caches = [LayerCache() for _ in model.blocks] if use_cache else None
+    group = model.cfg.n_head // model.cfg.kv_heads
+    caches = [LayerCache(group) for _ in model.blocks] if use_cache else None
     return caches, model(window, caches=caches)[0]
 
 

@@ -81,15 +81,20 @@ def estimate_loss(model: GPT, data, batch_size: int, n_batches: int, generator: 
     return sum(model(x.to(device), y.to(device))[1].item() for x, y in batches) / n_batches
 
 
+LOGITS_BUDGET = 256 * 2**20  # bytes of logits one evaluation batch may hold (SmolLM2: 2048 × 49,152 × 4 is 400 MB)
+
+
 @torch.no_grad()
 def evaluate(model: GPT, ids: torch.Tensor, batch_size: int = 64) -> float:
     """Mean cross-entropy of every position 1..N-1 of ids (at least 2 tokens), each predicted from its own window.
 
     Windows are consecutive and non-overlapping, so each position is scored once with 0..ctx-1
-    characters of left context: the same distribution as the tutorial's random-window estimate,
-    without its sampling noise.
+    tokens of left context: the same distribution as the tutorial's random-window estimate,
+    without its sampling noise. A batch holds at most batch_size windows and, for a large vocabulary and
+    context, only as many as LOGITS_BUDGET allows.
     """
     ctx, device = model.cfg.context, model_device(model)
+    batch_size = max(1, min(batch_size, LOGITS_BUDGET // (ctx * model.cfg.vocab_size * 4)))
     if len(ids) < 2:
         raise ValueError(f"evaluate needs at least 2 tokens, got {len(ids)}")
     was_training = model.training

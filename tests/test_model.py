@@ -166,3 +166,44 @@ def test_config_round_trips_through_json_and_rejects_unknown_keys():
     assert GPTConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError, match="unknown model config keys: dropout"):
         GPTConfig.from_dict({"dropout": 0.1})
+
+
+def test_a_grouped_query_model_caches_one_key_and_value_per_group_and_generates_as_without_the_cache():
+    cfg = GPTConfig(vocab_size=50, d_model=48, n_head=6, n_kv_head=2, context=32)
+    m = GPT(cfg).eval()
+    prompt = torch.randint(50, (1, 5), generator=torch.Generator().manual_seed(0))
+    greedy = [list(stream(m, prompt, 20, temperature=0, use_cache=c)) for c in (True, False)]
+    assert greedy[0] == greedy[1]
+    caches = [LayerCache(group=3) for _ in m.blocks]
+    with torch.no_grad():
+        m(prompt, caches=caches)
+    assert caches[0].k.shape == caches[0].v.shape == (1, 2, 5, 8)  # 2 key/value heads, not 6
+
+
+def test_evaluation_batches_stay_within_the_logits_budget_and_score_the_same(monkeypatch):
+    from gptcore import step
+
+    m = GPT(GPTConfig(vocab_size=50, d_model=32, n_layer=1, n_head=2, d_ff=64, context=16)).eval()
+    ids = torch.randint(50, (16 * 9 + 5,), generator=torch.Generator().manual_seed(1))
+    whole = step.evaluate(m, ids)
+    monkeypatch.setattr(step, "LOGITS_BUDGET", 2 * 16 * 50 * 4)  # two windows a batch
+    seen = []
+    monkeypatch.setattr(m, "forward", lambda x, y=None, **kw: seen.append(len(x)) or GPT.forward(m, x, y, **kw))
+    assert step.evaluate(m, ids) == pytest.approx(whole, abs=1e-6)
+    assert max(seen) == 2
+
+
+@pytest.mark.parametrize("options", [dict(n_kv_head=2), dict(head_dim=16), dict(tie_embeddings=True),
+                                     dict(qkv_bias=True, qk_norm=True), dict(n_kv_head=1, head_dim=6)])
+def test_the_parameter_count_of_each_real_model_option_is_the_built_models(options):
+    cfg = GPTConfig(vocab_size=40, d_model=48, n_head=6, d_ff=64, n_layer=2, **options)
+    assert cfg.n_params == GPT(cfg).num_params()
+
+
+def test_the_tutorials_defaults_draw_the_same_weights_whatever_the_real_model_options_add():
+    torch.manual_seed(0)
+    default = GPT(GPTConfig())
+    torch.manual_seed(0)
+    explicit = GPT(GPTConfig(n_kv_head=4, head_dim=32, tie_embeddings=False, qkv_bias=False, rope_scaling="none"))
+    assert default.num_params() == explicit.num_params() == 810_624
+    assert all(torch.equal(a, b) for a, b in zip(default.state_dict().values(), explicit.state_dict().values()))
