@@ -89,19 +89,19 @@ def _stream(model, idx, n_new, temperature, top_k, generator, use_cache) -> Iter
         window = torch.cat([window, nxt], 1)
         if not use_cache:
             window = window[:, -ctx:]
-            logits, _ = model(window)
+            logits, _ = model(window, last_only=True)
         elif window.shape[1] > ctx:
             window = window[:, -(ctx - ctx // 4):]
             caches, logits = _prefill(model, window, use_cache)
         else:
-            logits, _ = model(nxt, caches=caches, start=window.shape[1] - 1)
+            logits, _ = model(nxt, caches=caches, start=window.shape[1] - 1, last_only=True)
 
 
 def _prefill(model, window, use_cache: bool):
     """(fresh per-layer caches or None, logits) for a forward over window."""
     group = model.cfg.n_head // model.cfg.kv_heads
     caches = [LayerCache(group) for _ in model.blocks] if use_cache else None
-    return caches, model(window, caches=caches)[0]
+    return caches, model(window, caches=caches, last_only=True)[0]
 
 
 def generate(model: GPT, idx, n_new: int, **kw) -> torch.Tensor:

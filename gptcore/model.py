@@ -284,11 +284,12 @@ class GPT(nn.Module):
             return None
         return self.rope_cos[start:start + T], self.rope_sin[start:start + T]
 
-    def forward(self, idx, targets=None, caches=None, start: int = 0):
+    def forward(self, idx, targets=None, caches=None, start: int = 0, last_only: bool = False):
         """Logits (B, T, V) and mean cross-entropy against targets (or None).
 
         With `caches` (one LayerCache per block), idx continues a sequence whose first `start` tokens
-        are already cached.
+        are already cached. last_only: logits (B, 1, V) of the last position alone, all that sampling needs (with
+        a vocabulary of 49k, the head over a long prompt costs more than a few layers).
         """
         T = idx.shape[1]
         if start + T > self.cfg.context:
@@ -300,7 +301,7 @@ class GPT(nn.Module):
         rope = self._rope(start, T)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, None if caches is None else caches[i])
-        logits = self.head(self.hook_ln_f_out(self.ln_f(x)))  # trace: ln_f, logits
+        logits = self.head(self.hook_ln_f_out(self.ln_f(x[:, -1:] if last_only else x)))  # trace: ln_f, logits
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 
