@@ -94,6 +94,11 @@ class Opened:
     def imported(self) -> bool:
         return is_imported(self.folder)
 
+    @property
+    def tokens(self) -> bool:
+        """Does the model read tokens (a BPE, a real model's tokenizer) rather than characters?"""
+        return self.tokenizer.kind != "char"
+
 
 def chosen_device(prefix: str) -> torch.device:
     """The device the models run on: a choice where this machine has an accelerator, the CPU otherwise."""
@@ -141,7 +146,8 @@ def open_checkpoint(catalog: str, prefix: str) -> Opened:
     device = chosen_device(prefix)
     model_picker.real_model_panel(prefix)
     try:
-        key, model, tokenizer, step = load(folder / "model.safetensors", device)
+        with st.spinner(t("models.opening", name=name)):  # (shown only when it takes a while: a first opening)
+            key, model, tokenizer, step = load(folder / "model.safetensors", device)
     except UNREADABLE as e:
         st.error(t(f"{catalog}.cannot_load", name=name, error=reason(e)))
         st.stop()

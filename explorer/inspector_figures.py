@@ -244,7 +244,8 @@ def head_atlas(scores: pd.DataFrame, n_layer: int, n_head: int, selected: tuple[
         dots = [7 if clear is not None and not few and v >= clear else 0.1 for v in values]  # (0.1: unseen)
         fig.add_trace(go.Scatter(
             x=[heads[h] for h in head_of], y=[layers[n] for n in layer_of], mode="markers",
-            customdata=np.stack([layer_of, head_of, values], 1),
+            customdata=np.stack([layer_of, head_of, values], 1).tolist(),  # (a plain list: a typed array would
+            # come back from a click as an object of numbered keys)
             hovertemplate=hover.replace("{score}", score_name(column)),
             marker=dict(symbol="circle", size=dots, color="white",
                         line=dict(color="#222", width=[1 if d > 1 else 0 for d in dots])),

@@ -33,6 +33,7 @@ KEEP = "session"  # persist_state of every setting: kept while its tab is closed
 GRID_HEADS = 32  # a model of more heads shows the attention grid one layer at a time (SmolLM2 has 270)
 BAR_LIMIT = 100  # most bars in the next-token chart: a real vocabulary has tens of thousands
 COMPARE_BARS = 8
+ATLAS_TICKS = 40  # the head the atlas opens is drawn token by token up to this many tokens, else in a fixed height
 # Every format_func below is a table of names made during the run (not a function calling t() whenever it is
 # asked), so an option's name is in this tab's language whoever reads it.
 
@@ -124,8 +125,7 @@ class Inspected:
 
     @property
     def tokens(self) -> bool:
-        """Does this model read tokens (a BPE, a real model's tokenizer) rather than characters?"""
-        return self.opened.tokenizer.kind != "char"
+        return self.opened.tokens
 
     def say(self, key: str, **values) -> str:
         """t(key), worded in tokens for a model that reads tokens."""
@@ -362,8 +362,11 @@ def copying_summary(view: Inspected) -> None:
     """The repeated-token test: what it scored on, the first sequence, the loss of each copy."""
     report = copying_scores(view.opened.key)[1]
     st.caption(view.say("inspector.finder.repeated", n=report.n_sequences, length=report.length))
-    st.code("".join(ins.repeated_sequence_example(view.opened.tokenizer, report.length)), language=None,
-            wrap_lines=True)
+    example = ins.repeated_sequence_example(view.opened.tokenizer, report.length)
+    if view.tokens:  # (random tokens run together would hide where each ends)
+        st.html(ins.token_boxes_html(example))
+    else:
+        st.code("".join(example), language=None, wrap_lines=True)
     first, second = st.columns(2)
     first.metric(view.say("inspector.finder.first_copy"), f"{report.copy_losses[0]:.2f}")
     second.metric(t("inspector.finder.second_copy"), f"{report.copy_losses[1]:.2f}",
@@ -433,8 +436,11 @@ def opened_head(view: Inspected, scores, labels, patterns, query, selected: tupl
                   first=row["first_token"]))
     T = patterns.shape[-1]
     query = query if query is not None and 0 <= query < T else None
-    plot(figs.head_heatmap(patterns[layer, head], labels, t("inspector.finder.opened_title", head=name), query),
-         "inspect-atlas-head", f"attention-{name}-{view.opened.name}")
+    title = t("inspector.finder.opened_title", head=name)
+    # a long sequence (random tokens) in a map of fixed height, its tokens in the hover; a short one token by token
+    draw = figs.compact_map if T > ATLAS_TICKS else figs.head_heatmap
+    plot(draw(patterns[layer, head], labels, title, query), "inspect-atlas-head",
+         f"attention-{name}-{view.opened.name}")
 
 
 # --- two models side by side -----------------------------------------------------------------------------------------

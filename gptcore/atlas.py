@@ -1,9 +1,9 @@
 """The head atlas: the previous-token, induction and first-token score of every head of a model of any size.
 
 The scores are the head finder's: on a text, inspector.head_scores of its patterns; on random tokens shown twice,
-copying's scores (`python -m gptcore copying`). Here the random sequences are scored one at a time and each
-layer's patterns are reduced to their scores as the forward pass makes them, so a model of 30 layers never holds
-more than one layer's patterns: SmolLM2's, kept for a batch of sequences, would take hundreds of megabytes.
+copying's scores (`python -m gptcore copying`). Here each layer's patterns are reduced to their scores as the
+forward pass makes them, so a model of 30 layers never holds more than one layer's patterns (all of SmolLM2's, for
+its four random sequences in float64, would take 86 MB).
 """
 from __future__ import annotations
 
@@ -43,21 +43,22 @@ def score_table(previous: torch.Tensor, first: torch.Tensor, induction: torch.Te
 
 @torch.no_grad()
 def sequence_scores(model: GPT, ids: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(copy losses (repeats,), scores (3, L, H): previous token, first token, induction) of one sequence of
-    `length` tokens repeated, its patterns reduced layer by layer as copying.measure_copying reduces them."""
+    """(copy losses (B, repeats), scores (B, 3, L, H): previous token, first token, induction) of sequences (B, T)
+    of `length` tokens repeated, each layer's patterns reduced to their scores as copying.measure_copying reduces
+    them, and dropped, before the next layer runs."""
     layers = {}
 
     def reduce(name: str, pattern: torch.Tensor) -> None:
-        p = pattern[0].double()  # (H, T, T): measure_copying scores in float64 too
+        p = pattern.double()  # (B, H, T, T): measure_copying scores in float64 too
         layers[int(name.split(".")[1])] = torch.stack([copying.previous_token_scores(p),
                                                        copying.first_token_scores(p),
-                                                       copying.induction_scores(p, length)])
+                                                       copying.induction_scores(p, length)], 1)
 
     names = [f"blocks.{i}.attn.hook_pattern" for i in range(model.cfg.n_layer)]
     with model.hooks(names, reduce):
-        logits, _ = model(ids[None].to(next(model.parameters()).device))
-    losses = copying.copy_losses(logits[0].cpu(), ids, length)
-    return losses, torch.stack([layers[i] for i in range(model.cfg.n_layer)], 1)
+        logits, _ = model(ids.to(next(model.parameters()).device))
+    losses = copying.copy_losses(logits.cpu(), ids, length)
+    return losses, torch.stack([layers[i].cpu() for i in range(model.cfg.n_layer)], 2)
 
 
 def repeated_token_scores(model: GPT, length: int | None = None, n_sequences: int | None = None,
@@ -65,21 +66,20 @@ def repeated_token_scores(model: GPT, length: int | None = None, n_sequences: in
     """Every head's scores on n_sequences random sequences of `length` tokens shown twice (default:
     repeated_shape), laid out like inspector.head_scores, and the measurement (the loss of each copy).
 
-    The same sequences and the same numbers as copying.measure_copying, up to float rounding: here each sequence
-    is a forward pass of its own, there they go as one batch. The caller holds the model's lock."""
+    The same sequences, in one batch, and the same numbers as copying.measure_copying; only one layer's patterns
+    are held at a time. The caller holds the model's lock."""
     default_length, default_sequences = repeated_shape(model.cfg)
     length, n_sequences = length or default_length, n_sequences or default_sequences
     copying.check_shape(length, 2, n_sequences, model.cfg.context)
     was_training = model.training
     model.eval()
     try:
-        measured = [sequence_scores(model, ids, length)
-                    for ids in copying.repeated_ids(model.cfg.vocab_size, length, 2, n_sequences, seed)]
+        losses, scores = sequence_scores(model, copying.repeated_ids(model.cfg.vocab_size, length, 2, n_sequences,
+                                                                     seed), length)
     finally:
         model.train(was_training)
-    losses = torch.stack([losses for losses, _ in measured]).mean(0)
-    previous, first, induction = torch.stack([scores for _, scores in measured]).mean(0)
-    report = copying.CopyingReport(length, 2, n_sequences, seed, losses.tolist(), induction, previous, first)
+    previous, first, induction = scores.mean(0)
+    report = copying.CopyingReport(length, 2, n_sequences, seed, losses.mean(0).tolist(), induction, previous, first)
     return score_table(previous, first, induction), report
 
 

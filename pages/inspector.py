@@ -71,11 +71,14 @@ if run.truncated and run.limit < opened.model.cfg.context:
     st.warning(t("inspector.capped", heads=opened.model.cfg.n_layer * opened.model.cfg.n_head, limit=run.limit,
                  left_out=run.truncated))
 elif run.truncated:
-    st.warning(figs.worded("inspector.truncated", opened.tokenizer.kind != "char", context=opened.model.cfg.context,
+    st.warning(figs.worded("inspector.truncated", opened.tokens, context=opened.model.cfg.context,
                            left_out=run.truncated))
-if opened.tokenizer.kind != "char":
+if opened.tokens:
     views.token_row(run)
-view = views.Inspected(opened, text, run, ins.strongest_head(views.copying_scores(opened.key)[0], "induction"))
+# the head enlarged first is the best copier, found once per checkpoint
+with st.spinner(figs.worded("inspector.scoring", opened.tokens)):
+    copying = views.copying_scores(opened.key)[0]
+view = views.Inspected(opened, text, run, ins.strongest_head(copying, "induction"))
 start_settings(view)
 
 # The tabs are lazy: only the open one runs, which keeps a click on this page quick.

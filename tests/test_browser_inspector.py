@@ -128,3 +128,28 @@ def test_a_head_or_query_click_reruns_only_its_fragment(app_url, open_page):
     wait_until_drawn(page)
     screenshot(page, "inspector-attention-zh")
     assert page.get_by_role("heading", name="检视一个训练好的模型").count() == 1
+
+
+def test_a_click_on_the_head_atlas_opens_that_head(app_url, open_page):
+    """The head atlas is a map of every head's score; a click on one cell opens that head below it, and the
+    Attention tab then enlarges the same head."""
+    from browser_support import after_rerun
+
+    page = open_inspector(open_page, app_url)
+    open_tab(page, "Head finder")
+    opened = "() => [...document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]')]" \
+             ".map(e => e.innerText).find(t => t.startsWith('Opened: ')) || ''"
+    before = page.evaluate(opened)
+    # the first map's points, one per head in reading order: the last is the last layer's last head
+    points = page.locator(".st-key-inspect-atlas .scatterlayer .trace").first.locator(".point")
+    target = points.nth(points.count() - 1)
+    target.scroll_into_view_if_needed()
+    box = target.bounding_box()
+    after_rerun(page, lambda: page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2))
+    page.wait_for_function(f"() => ({opened})() !== {before!r}", timeout=30_000)
+    last = page.evaluate(opened).split(":")[1].strip()
+    assert last == "L3H3" and before != page.evaluate(opened)  # the shipped model's last head (4 layers × 4 heads)
+    assert page.locator("[data-testid='stException']").count() == 0
+    open_tab(page, "Attention")
+    title = page.locator(".st-key-inspect-head-figure .gtitle").text_content()
+    assert title.startswith("L3H3:")
