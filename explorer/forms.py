@@ -27,12 +27,11 @@ import streamlit as st
 
 from gptcore import folders, runs
 from gptcore.config import GPTConfig, Setting, TrainConfig, settings
-from gptcore.corpus import MAX_DRILLS
 from gptcore.data import CorpusError, check_trainable
 from gptcore.device import accelerators
 from gptcore.errors import Message, UserError, message
 from gptcore.recipes import RECIPES
-from gptcore.sources import KINDS, CorpusSource, allowed_path, data_folder, tinystories_cached
+from gptcore.sources import KINDS, BuiltinStories, CorpusSource, allowed_path, data_folder, tinystories_cached
 from gptcore.texts import DOWNLOAD_CACHE
 from gptcore.tokenizer import CharTokenizer
 
@@ -295,15 +294,17 @@ def corpus_inputs():
     kind = ss.tr_source
     if kind == "builtin":
         a, b = st.columns([3, 2])
-        a.number_input(t("training.corpus.characters"), value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000,
-                       key="tr_builtin_chars", **KEEP)
+        sizes = settings(BuiltinStories)  # (the command line's --builtin-* flags have the same limits)
+        a.number_input(t("training.corpus.characters"), sizes["builtin_chars"].low, sizes["builtin_chars"].high,
+                       value=CORPUS_DEFAULTS["tr_builtin_chars"], step=100_000, key="tr_builtin_chars", **KEEP)
         b.number_input(t("training.corpus.seed"), value=0, step=1, key="tr_builtin_seed", **KEEP)
         drills, retold = st.columns(2)
-        drills.slider(t("training.corpus.drills"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_drills"],
-                      step=0.05, format="%.2f", help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
-        retold.slider(t("training.corpus.retellings"), 0.0, MAX_DRILLS, value=CORPUS_DEFAULTS["tr_builtin_retellings"],
-                      step=0.05, format="%.2f", help=t("training.corpus.retellings_help"), key="tr_builtin_retellings",
-                      **KEEP)
+        drills.slider(t("training.corpus.drills"), sizes["builtin_drills"].low, sizes["builtin_drills"].high,
+                      value=CORPUS_DEFAULTS["tr_builtin_drills"], step=0.05, format="%.2f",
+                      help=t("training.corpus.drills_help"), key="tr_builtin_drills", **KEEP)
+        retold.slider(t("training.corpus.retellings"), sizes["builtin_retellings"].low,
+                      sizes["builtin_retellings"].high, value=CORPUS_DEFAULTS["tr_builtin_retellings"], step=0.05,
+                      format="%.2f", help=t("training.corpus.retellings_help"), key="tr_builtin_retellings", **KEEP)
     elif kind == "upload":
         st.file_uploader(t("training.corpus.upload"), type=["txt", "md", "text"], key="tr_upload")
     elif kind == "file":

@@ -24,7 +24,8 @@ SECTION_COLOURS = {"input": "#72b7b2", "attention": "#4c78a8", "ffn": "#f58518",
 CURRENT = "#e45756"
 ACTIVATIONS = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu, "relu2": relu_squared}
 WINDOW = 48  # positions a per-position figure shows at once, so each cell stays wide enough to read
-WORD_WINDOW = 16  # … when the positions are tokens of several characters
+WORD_WINDOW = 12  # … when the positions are tokens of several characters
+CELL_TEXT = 5  # characters of a token a small cell shows (a longer one ends in …; its hover has all of it)
 MANY = 32  # more heads than a bar chart names one by one: a layer × head grid shows them all, bars the largest
 TOP = 24  # bars a chart of many components keeps: the largest by size
 DIAGRAM_LAYERS = 6  # layers the pass diagram draws at once; the others fold into one row above and below
@@ -43,6 +44,10 @@ def wide(labels: list[str]) -> bool:
 
 def window_size(labels: list[str]) -> int:
     return WORD_WINDOW if wide(labels) else WINDOW
+
+
+def short(label: str, n: int = CELL_TEXT) -> str:
+    return label if len(label) <= n else label[:n - 1] + "…"
 
 
 def tick_angle(labels: list[str]) -> int:
@@ -105,7 +110,8 @@ def pass_diagram(tr: Trace, current: int, titles: list[str]) -> go.Figure:
     visible = [i for i, p in enumerate(xy) if p is not None]
     xs, ys = [xy[i][0] for i in visible], [xy[i][1] for i in visible]
     n_layer = max((s.layer for s in tr.stages if s.layer is not None), default=-1) + 1
-    labels = [t(f"trace.diagram.{tr.stages[i].step}") for i in visible]
+    # every other label one line lower, so that neighbours' labels never run into each other on a narrow screen
+    labels = [("<br>" if x % 2 else "") + t(f"trace.diagram.{tr.stages[i].step}") for i, x in zip(visible, xs)]
     colours = [CURRENT if i == current else SECTION_COLOURS[tr.stages[i].section] for i in visible]
     sizes = [34 if i == current else 24 for i in visible]
     shapes = ["×".join(map(str, s.shape)) or "1" for s in tr.stages]
@@ -150,7 +156,7 @@ def pass_diagram(tr: Trace, current: int, titles: list[str]) -> go.Figure:
     fig.update_xaxes(visible=False, range=[-0.7, max(xs) + 0.7], fixedrange=True)
     fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=[row_names[r] for r in range(n_rows)], fixedrange=True,
                      showgrid=False, zeroline=False, range=[n_rows - 0.45, -0.75], tickfont=dict(size=13))
-    fig.update_layout(height=60 + 58 * n_rows, margin=dict(l=110 if folds else 80, r=10, t=10, b=10), font=FONT,
+    fig.update_layout(height=80 + 58 * n_rows, margin=dict(l=110 if folds else 80, r=10, t=10, b=30), font=FONT,
                       clickmode="event+select", dragmode=False, plot_bgcolor="white")
     return fig
 
@@ -194,14 +200,14 @@ def token_rows(labels: list[str], per_row: int) -> list[tuple[int, int]]:
     return places
 
 
-def _token_strip(labels: list[str], selected: int, shade: list[float] | None, per_row: int = 96) -> go.Figure:
+def _token_strip(labels: list[str], selected: int, shade: list[float] | None, per_row: int = 56) -> go.Figure:
     """text_strip for tokens of several characters: one horizontal bar per token, as wide as its label."""
     T = len(labels)
     places = token_rows(labels, per_row)
     colours = ["#f0f2f6"] * T if shade is None else [f"rgba(31, 119, 180, {min(max(s, 0), 1):.3f})" for s in shade]
     fig = go.Figure(go.Bar(
         orientation="h", base=[c - 0.4 for _, c in places], x=[len(label) + 0.8 for label in labels],
-        y=[r for r, _ in places], text=labels, textposition="inside", insidetextanchor="middle",
+        y=[r for r, _ in places], text=labels, textposition="inside", insidetextanchor="middle", textangle=0,
         textfont=MONO, constraintext="none", customdata=list(range(T)), width=0.8,
         marker=dict(color=colours, line=dict(color=[CURRENT if i == selected else "#bbb" for i in range(T)],
                                              width=[3 if i == selected else 1 for i in range(T)])),
@@ -396,8 +402,8 @@ def top_bars(values: torch.Tensor, labels: list[str], title: str, highlight: int
         textposition="outside", cliponaxis=False, customdata=[[names[j], ids[j]] for j in range(len(ids))],
         marker_color=[CURRENT if i == highlight else "#4c78a8" for i in ids],
         hovertemplate=t("trace.fig.token_hover") + "<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(ids))), ticktext=names, tickangle=0,
-                     tickfont=dict(family="monospace", size=15), title=t("trace.fig.next_axis"))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(ids))), ticktext=names, tickangle=tick_angle(names),
+                     tickfont=dict(family="monospace", size=13 if wide(names) else 15), title=t("trace.fig.next_axis"))
     fig.update_yaxes(title=t("trace.fig.probability") if probability else "logit")
     return _layout(fig, title, 340)
 
@@ -406,10 +412,12 @@ def token_html(labels: list[str], position: int, token_id: int) -> str:
     """The text up to the traced position, with that token boxed, and its id; tokens of several characters are
     each underlined, so the cuts the tokenizer made show."""
     start = max(0, position - 60)
-    cut = ' style="border-bottom: 2px solid #bbb; margin-right: 2px"' if wide(labels) else ""
+    cut = ' style="border-bottom: 2px solid #bbb; margin-right: 2px; display: inline-block"' if wide(labels) else ""
     shown = "".join(f"<span{cut}>{html.escape(c)}</span>" if cut else html.escape(c) for c in labels[start:position])
     mark = html.escape(labels[position])
-    return (f'<div style="font-family: monospace; font-size: 1.15rem; line-height: 1.8">{"…" if start else ""}'
+    # (a run of characters, spaces shown as ␣: one long word to the browser, which may break it anywhere)
+    return (f'<div style="font-family: monospace; font-size: 1.15rem; line-height: 1.8; overflow-wrap: anywhere">'
+            f'{"…" if start else ""}'
             f'{shown}<span style="outline: 3px solid {CURRENT}; padding: 0 2px">{mark}</span></div>'
             f'<div style="font-size: 1.6rem; margin-top: 0.4rem">\'{mark}\' → id <b>{token_id}</b></div>')
 
@@ -469,6 +477,12 @@ def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], pie
 
 # --- logit lens, attribution, ablation, patching ------------------------------------------------------------------
 
+def top_colorbar(title: str) -> dict:
+    """A colour bar lying above the plot, so that on a narrow screen the cells keep the whole width."""
+    return dict(title=dict(text=title, side="top"), orientation="h", thickness=10, len=0.45, x=1, xanchor="right",
+                y=1.01, yanchor="bottom")
+
+
 def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: list[list[str]],
                 positions: list[int], position: int) -> go.Figure:
     """Logit lens over `positions` (a window around `position`): colour = probability of the true next token,
@@ -477,7 +491,7 @@ def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: lis
     names = position_names(labels, positions)
     fig = go.Figure(go.Heatmap(
         z=values, x=positions, y=list(range(R)), zmin=0, zmax=1, colorscale="Viridis",
-        colorbar=dict(title=t("trace.fig.p_true"), thickness=12), text=top,
+        colorbar=top_colorbar(t("trace.fig.p_true")), text=[[short(g) for g in row] for row in top],
         texttemplate="%{text}", textfont=dict(family="monospace", size=12 if R <= 16 else 10),
         customdata=np.array([names] * R, dtype=object), xgap=1, ygap=1,
         hovertemplate=t("trace.fig.lens_hover") + "<extra></extra>"))
@@ -491,22 +505,24 @@ def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: lis
     fig.update_yaxes(tickmode="array", tickvals=list(range(R)), ticktext=rows, autorange="reversed", tickfont=MONO)
     fig.add_vrect(x0=position - 0.5, x1=position + 0.5, line=dict(color=CURRENT, width=3))
     fig.update_layout(clickmode="event+select", dragmode=False)
-    return _layout(fig, t("trace.fig.lens_title"), 150 + row_height(R, 42) * R)
+    _layout(fig, t("trace.fig.lens_title"), 190 + row_height(R, 42) * R)
+    return fig.update_layout(margin_t=100)  # (room for the colour bar above the cells)
 
 
 def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int = 5) -> go.Figure:
     """For one position: each row's top-k guesses with their probabilities (on one line when the rows are many)."""
     top = probs.topk(k, dim=-1)
-    text = [[vocab[i] for i in row] for row in top.indices.tolist()]
     many = len(rows) > 16
+    text = [[short(vocab[i], 8) if many else vocab[i] for i in row] for row in top.indices.tolist()]
     fig = go.Figure(go.Heatmap(z=top.values.numpy(), x=[f"#{i + 1}" for i in range(k)], y=rows, zmin=0, zmax=1,
                                colorscale="Viridis", text=text,
                                texttemplate="'%{text}' %{z:.2f}" if many else "'%{text}'<br>%{z:.2f}",
-                               textfont=dict(family="monospace", size=11 if many else 13),
-                               colorbar=dict(thickness=12, title=t("trace.fig.probability")), xgap=2, ygap=2,
+                               textfont=dict(family="monospace", size=10 if many else 13),
+                               colorbar=top_colorbar(t("trace.fig.probability")), xgap=2, ygap=2,
                                hovertemplate=t("trace.fig.guess_hover") + "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    return _layout(fig, t("trace.fig.lens_column_title"), 130 + row_height(len(rows), 44, 24) * len(rows))
+    _layout(fig, t("trace.fig.lens_column_title"), 170 + row_height(len(rows), 44, 24) * len(rows))
+    return fig.update_layout(margin_t=100)
 
 
 def largest(frame, column: str, k: int = TOP):

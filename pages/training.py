@@ -50,8 +50,13 @@ def live_panel() -> None:
     if was_active and not s.active:
         st.rerun()  # refresh the whole page (Start, the runs table) and stop the periodic updates
     d = s.data
-    if "total_steps" not in d:  # the job thread has not published its set-up yet
-        st.caption(t("training.live.starting", name=s.name))
+    if "total_steps" not in d:  # its process has not published its set-up yet, or ended before it could
+        if s.active:
+            st.caption(t("training.live.starting", name=s.name))
+        elif s.status == "failed":
+            show_failure(s)
+        else:
+            st.warning(say(s.message))
         return
     head, pause, stop = st.columns([6, 1, 1], vertical_alignment="bottom")
     head.markdown(t("training.live.heading", name=s.name, status=t(f"ui.status.{s.status}")))

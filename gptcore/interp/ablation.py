@@ -186,10 +186,18 @@ def ablate(model: GPT, cap: Capture, switched_off: Iterable[str], mode: str = "z
 
 
 def _mean_losses(model: GPT, ids: torch.Tensor):
-    """read for run_batched: each run's mean loss over the text, its logits computed a few sequences at a time."""
+    """read for run_batched over every position but the last: each run's mean loss over the text, its logits
+    computed a few sequences at a time. (The last position predicts nothing in the text, and no earlier position
+    reads it, so the runs leave it out.)"""
+    targets = ids[1:]
+
     def read(final: torch.Tensor) -> torch.Tensor:
-        chunks = final.split(rows_at_once(model, final.shape[1]))
-        return torch.cat([text_losses(read_logits(model, chunk), ids).mean(-1) for chunk in chunks])
+        losses = []
+        for chunk in final.split(rows_at_once(model, final.shape[1])):
+            logits = read_logits(model, chunk)
+            losses.append(F.cross_entropy(logits.flatten(0, 1).float(), targets.repeat(len(chunk)),
+                                          reduction="none").view(len(chunk), -1).mean(-1))
+        return torch.cat(losses)
     return read
 
 
@@ -206,7 +214,8 @@ def ablation_sweep(model: GPT, cap: Capture, mode: str = "zero", names: list[str
              for h in range(model.cfg.n_head)] if names is None else names
     clean = float(text_losses(cap.logits, cap.ids).mean())
     runs = ablation_runs(model, cap, [[name] for name in names], mode, means)
-    losses = run_batched(model, _captured(model, cap), runs, _mean_losses(model, cap.ids), batch, progress=progress)
+    losses = run_batched(model, _captured(model, cap, len(cap.ids) - 1), runs, _mean_losses(model, cap.ids), batch,
+                         progress=progress)
     frame = pd.DataFrame({"component": names, "loss": losses.tolist()})
     frame["loss increase"] = frame["loss"] - clean
     return frame.sort_values("loss increase", ascending=False, kind="stable").reset_index(drop=True)
