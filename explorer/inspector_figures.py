@@ -135,7 +135,7 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
     names = [f"{i} '{c}'" for i, c in enumerate(labels)]
     widest = max(map(len, labels), default=1)
     # tokens of several characters: a query strip wide enough for them, and the keys upright once they would touch
-    strip = max(0.032, min(0.2, (7 * min(widest, 10) + 14) / 700))
+    strip = max(0.032, min(0.25, (7 * min(widest, 10) + 14) / 560))  # (of a chart 560 px wide: a 1024 px screen)
     upright = widest > 1 and T * min(widest, 10) > 90
     ticks = [label if len(label) <= 10 else label[:9] + "…" for label in labels]
     key_font = dict(size=10 if long else 12, family="monospace")
@@ -232,6 +232,7 @@ def head_atlas(scores: pd.DataFrame, n_layer: int, n_head: int, selected: tuple[
     fig = make_subplots(rows=1, cols=len(ATLAS_SCORES), subplot_titles=[score_name(c) for c in ATLAS_SCORES],
                         shared_yaxes=True, horizontal_spacing=0.04)
     heads, layers = [f"H{h}" for h in range(n_head)], [f"L{n}" for n in range(n_layer)]
+    ticks = [str(h) for h in range(n_head)]  # (the heads' numbers alone: at 1024 px a map has 20 px a head)
     row_px = max(18, min(44, 640 // n_layer))
     few = n_layer * n_head <= 64
     hover = t("inspector.fig.atlas_hover") + "<extra></extra>"
@@ -257,8 +258,9 @@ def head_atlas(scores: pd.DataFrame, n_layer: int, n_head: int, selected: tuple[
                                x1=selected[1] + 0.5, y0=selected[0] - 0.5, y1=selected[0] + 0.5,
                                line=dict(color="#d62728", width=3)))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category")
-    fig.update_layout(title=t("inspector.fig.atlas_title"), height=150 + row_px * n_layer, margin=dict(t=80, b=10),
+    fig.update_xaxes(type="category", tickmode="array", tickvals=heads, ticktext=ticks, tickangle=0)
+    fig.update_xaxes(title=t("inspector.attention.head"), col=2)
+    fig.update_layout(title=t("inspector.fig.atlas_title"), height=170 + row_px * n_layer, margin=dict(t=80, b=40),
                       shapes=shapes, clickmode="event+select", hoverdistance=-1,
                       coloraxis=dict(colorscale=SCORE_SCALE, cmin=0, cmax=1,
                                      colorbar=dict(title=dict(text=t("inspector.fig.score")))))

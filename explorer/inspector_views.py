@@ -33,6 +33,7 @@ KEEP = "session"  # persist_state of every setting: kept while its tab is closed
 GRID_HEADS = 32  # a model of more heads shows the attention grid one layer at a time (SmolLM2 has 270)
 BAR_LIMIT = 100  # most bars in the next-token chart: a real vocabulary has tens of thousands
 COMPARE_BARS = 8
+CSV_ROWS = 1_000_000  # the attention tensor is offered as CSV up to this many rows, as NPY always
 ATLAS_TICKS = 40  # the head the atlas opens is drawn token by token up to this many tokens, else in a fixed height
 # Every format_func below is a table of names made during the run (not a function calling t() whenever it is
 # asked), so an option's name is in this tab's language whoever reads it.
@@ -186,9 +187,12 @@ def attention_tab(view: Inspected) -> None:
     st.subheader(t("inspector.export.heading"))
     st.caption(t("inspector.export.shape", shape=str(tuple(run.patterns.shape))))
     csv_col, npy_col = st.columns(2)
-    csv_col.download_button(t("inspector.export.csv"), lambda: ins.patterns_csv(run.patterns, run.pieces),
-                            f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
-                            icon=":material/download:")
+    if run.patterns.numel() > CSV_ROWS:  # (SmolLM2 at 128 tokens: 4.4 million rows, hundreds of MB of text)
+        csv_col.caption(t("inspector.export.csv_too_big", rows=run.patterns.numel()))
+    else:
+        csv_col.download_button(t("inspector.export.csv"), lambda: ins.patterns_csv(run.patterns, run.pieces),
+                                f"attention-{name}.csv", "text/csv", key="inspect-csv", on_click="ignore",
+                                icon=":material/download:")
     npy_col.download_button(t("inspector.export.npy"), lambda: ins.patterns_npy(run.patterns),
                             f"attention-{name}.npy", "application/octet-stream", key="inspect-npy",
                             on_click="ignore", icon=":material/download:")

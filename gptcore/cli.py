@@ -20,20 +20,19 @@ import torch
 from . import checkpoint as ckpt
 from . import ddp, locks
 from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
-from .corpus import MAX_DRILLS
 from .data import CorpusError, unknown_warning
 from .describe import format_step
 from .device import describe as describe_device
 from .device import dtype_name, resolve
 from .errors import UserError, printable
 from .events import DivergingEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
-from .failures import Diverged, diverged_message, diverging_message
+from .failures import Diverged, diverged_message, diverging_message, process_lost
 from .folders import safe_name
 from .generate import stream
 from .prepare import TOKENS, is_prepared, open_prepared
 from .recipes import RECIPES
 from .runs import continued_run, new_run
-from .sources import CorpusSource
+from .sources import BuiltinStories, CorpusSource, builtin_problem
 from .step import evaluate
 from .texts import load_corpus
 from .train import TrainControl, encode_split
@@ -55,14 +54,20 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-chars", type=int, default=None,
                    help=f"use only the first N characters (default for a file: {FILE_CHARS:,}, the tutorial's; the "
                         "built-in stories are --builtin-chars long)")
-    p.add_argument("--builtin-chars", type=int, default=1_000_000)
+    for s in settings(BuiltinStories).values():  # (their limits are the Train page's)
+        p.add_argument(s.flag, type=s.kind, default=s.default,
+                       help=f"{s.help} ({s.range_text()}; default {number_text(s.default)})")
     p.add_argument("--builtin-seed", type=int, default=0)
-    p.add_argument("--builtin-drills", type=float, default=0.0,
-                   help=f"share of the built-in corpus given to copy drills, lines of random characters said again "
-                        f"(0 to {MAX_DRILLS}; default 0)")
-    p.add_argument("--builtin-retellings", type=float, default=0.0,
-                   help="share of the built-in corpus given to spans of ordinary text said again right after, put "
-                        f"inside the stories (0 to {MAX_DRILLS} with the drills; default 0)")
+
+
+def text_corpus(args):
+    """The text --data names; the built-in stories' sizes are checked against their limits first (a sentence, not
+    5 GB of stories)."""
+    if args.data == "builtin" and (problem := builtin_problem(builtin_chars=args.builtin_chars)):  # (the shares
+        # of drills and retellings, which must also add up, are checked as the stories are made)
+        raise CorpusError.of(problem)
+    return load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
+                       builtin_drills=args.builtin_drills, builtin_retellings=args.builtin_retellings)
 
 
 def flag_options(s: Setting) -> dict:
@@ -140,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     copying.add_argument("--seed", type=int, default=0)
     copying.add_argument("--examples", type=int, default=32, help="examples per family of text")
     add_hub_commands(sub)
+    add_worker_command(sub)
     export = sub.add_parser("export", help="write a checkpoint as a Hugging Face model folder that transformers' "
                                            "AutoModelForCausalLM and AutoTokenizer load as they are")
     export.add_argument("--checkpoint", required=True)
@@ -215,8 +221,7 @@ def training_corpus(args):
             raise CorpusError("prepare.tokenizer_flag", "{path} was prepared with the {kind} tokenizer, which it "
                               "keeps: leave out --tokenizer", path=args.data, kind=prepared.tokenizer.kind)
         return prepared, None
-    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
-                         builtin_drills=args.builtin_drills, builtin_retellings=args.builtin_retellings)
+    corpus = text_corpus(args)
     # recorded with the run, so the app's Continue button can load the same corpus again
     if args.data == "builtin":
         source = CorpusSource("builtin", chars=len(corpus.text), seed=args.builtin_seed, drills=args.builtin_drills,
@@ -313,8 +318,17 @@ def train_here(args, out: Path, model_cfg, tc: TrainConfig, corpus, source, dist
 
     t0 = time.time()
     try:
-        with stop_on_signals(control):
-            status = trainer.run(on_event, control)
+        with stop_on_signals(control):  # (held while a lost process is said: torchrun then stops the others)
+            try:
+                status = trainer.run(on_event, control)
+            except RuntimeError as e:
+                if dist is None or not ddp.lost_a_process(e):
+                    raise
+                progress.clear()  # (every process left says it: the one that went may have been process 0)
+                said = process_lost(e, out, mark=trainer.main)
+                print(f"error: {said}", file=sys.stderr, flush=True)
+                tell_launcher(str(said))
+                return 4
     except Diverged as e:
         progress.clear()
         say(f"error: {diverged_message(e, trainer.out_dir)}", file=sys.stderr)
@@ -338,8 +352,7 @@ def eval_ids(args, tokenizer):
                               "checkpoint's ({prepared} against {run})", path=args.data,
                               prepared=prepared.tokenizer.describe(), run=tokenizer.describe())
         return (prepared.val if args.split == "val" else prepared.whole), prepared.description
-    corpus = load_corpus(args.data, corpus_chars(args), args.builtin_chars, args.builtin_seed,
-                         builtin_drills=args.builtin_drills, builtin_retellings=args.builtin_retellings)
+    corpus = text_corpus(args)
     if warning := unknown_warning(tokenizer.unknown(corpus.text)):
         print(f"warning: {warning}", file=sys.stderr)
     if args.split == "val":  # the validation split exactly as the run had it
@@ -511,6 +524,30 @@ def cmd_import(args) -> int:
     return 0
 
 
+def add_worker_command(sub) -> None:
+    """`worker`: the queue's runs, each trained in a process of its own (gptcore.worker)."""
+    worker = sub.add_parser("worker", help="train the runs waiting in a checkpoints folder's queue (the app's), each "
+                                           "in a process of its own, as training slots free; Ctrl-C stops it")
+    worker.add_argument("--checkpoints", type=Path, default=None,
+                        help="the checkpoints folder whose queue to train (default: the app's, $GPTCORE_CHECKPOINTS)")
+    worker.add_argument("--slots", type=int, default=None,
+                        help="runs at once (default: $GPTCORE_TRAINING_SLOTS, else 1)")
+    worker.add_argument("--job", type=Path, default=None,
+                        help="train only the run of this job folder (.jobs/<id>), which the queue gave to the process "
+                             "that starts this one")
+
+
+def cmd_worker(args) -> int:
+    from .worker import serve, train_job, training_slots
+
+    if args.job is not None:
+        return train_job(args.job)
+    if args.slots is not None and args.slots < 1:
+        print(f"error: --slots must be 1 or more, got {args.slots}", file=sys.stderr)
+        return 2
+    return serve(args.checkpoints, args.slots or training_slots())
+
+
 def tell_launcher(text: str) -> None:
     """Under torchrun, leave the sentence in the error file it reads back, so that its failure report names our
     reason instead of a link to its docs. (It prints that report, with its own traceback, for any non-zero exit.)"""
@@ -524,7 +561,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     commands = {"train": cmd_train, "eval": cmd_eval, "sample": cmd_sample, "copying": cmd_copying,
                 "prepare": cmd_prepare, "export": cmd_export,
-                "import": cmd_import, "fetch": cmd_fetch}
+                "import": cmd_import, "fetch": cmd_fetch, "worker": cmd_worker}
     try:
         return commands[args.command](args)
     except UserError as e:
