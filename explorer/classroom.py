@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,9 @@ PER_LEARNER_VARIABLE = "GPTCORE_QUEUE_PER_LEARNER"  # runs a learner may have wa
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 FORWARDED = {"x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"}  # what proxies and tunnels add
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{32}$")  # secrets.token_urlsafe(24)
+FREE_TRIES, FREE_TRIES_ADDRESS = 3, 10  # wrong teacher passwords before each next try waits (a browser; an address,
+# which a classroom behind one router shares)
+MAX_WAIT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -213,13 +219,57 @@ def keep_in_browser() -> None:
     ss.classroom_cookies = wanted
 
 
+@dataclass
+class Tries:
+    """Wrong teacher passwords from one browser or one address: past the free ones, each makes the next try wait
+    twice as long as the last (1 s, 2 s, 4 s … at most MAX_WAIT_S), so guessing it takes hours, not seconds."""
+    free: int
+    failures: int = 0
+    last: float = 0.0  # time.monotonic() of the last wrong password
+
+    def wait(self, now: float) -> float:
+        """Seconds until the next try is heard (0: now)."""
+        if self.failures < self.free:
+            return 0.0
+        return max(0.0, self.last + min(MAX_WAIT_S, 2.0 ** (self.failures - self.free)) - now)
+
+    def failed(self, now: float) -> None:
+        self.failures, self.last = self.failures + 1, now
+
+
+@st.cache_resource(show_spinner=False)
+def _address_tries() -> tuple[threading.Lock, dict[str, Tries]]:
+    """Every address's wrong passwords, for the whole server (a new session of the same browser counts on)."""
+    return threading.Lock(), {}
+
+
 def sign_in() -> None:
+    """Check the password given; wrong ones slow the next try, per session and per address (wait_for_password)."""
     password = teacher_password()
     given = ss.get("tr_teacher_password", "")
     ss.tr_teacher_password = ""
-    ss.classroom_teacher = bool(password) and hmac.compare_digest(given.encode(), password.encode())
-    ss.tr_teacher_feedback = None if ss.classroom_teacher else \
-        message("classroom.wrong_password", "That is not the teacher password.")
+    now, lock, addresses = time.monotonic(), *_address_tries()
+    with lock:
+        tries = [ss.setdefault("classroom_tries", Tries(FREE_TRIES)),
+                 addresses.setdefault(connection(st.context.ip_address), Tries(FREE_TRIES_ADDRESS))]
+        if (wait := max(each.wait(now) for each in tries)) > 0:
+            ss.tr_teacher_feedback = wait_message(wait)
+            return
+        ss.classroom_teacher = bool(password) and hmac.compare_digest(given.encode(), password.encode())
+        if ss.classroom_teacher:
+            ss.classroom_tries, ss.tr_teacher_feedback = Tries(FREE_TRIES), None
+            return
+        for each in tries:
+            each.failed(now)
+        wait = max(each.wait(now) for each in tries)
+    ss.tr_teacher_feedback = message("classroom.wrong_password", "That is not the teacher password.") if not wait \
+        else message("classroom.wrong_password_wait", "That is not the teacher password. Too many wrong tries: the "
+                     "next is heard in {seconds:,} s.", seconds=math.ceil(wait))
+
+
+def wait_message(wait: float) -> Message:
+    return message("classroom.password_wait", "Too many wrong passwords from this browser or its network: try again "
+                   "in {seconds:,} s.", seconds=math.ceil(wait))
 
 
 def sign_out() -> None:
@@ -268,22 +318,26 @@ def queue_panel(registry: JobRegistry) -> None:
     except QueueError as e:
         st.error(say(e))
         waiting = None
+    if (notice := registry.waiting.notice) is not None and ss.get("tr_queue_notice") != notice:
+        st.warning(say(notice))  # (once a session: the queue works on)
+        ss.tr_queue_notice = notice
     if said := ss.get("tr_queue_feedback"):
         st.warning(say(said))
     if waiting == []:
         return
-    head, clear = st.columns([6, 1], vertical_alignment="bottom")
-    head.markdown(t("training.queue.heading", n=len(waiting or [])))
+    # each button as wide as its words, beside its line where there is room, else under it
+    head = st.container(horizontal=True, vertical_alignment="bottom")
+    head.markdown(t("training.queue.heading", n=len(waiting or [])), width="stretch")
     if who.teacher:  # (who may also mend a queue file that cannot be read)
-        clear.button(t("training.queue.clear"), key="tr_clear_queue", on_click=clear_queue, width="stretch")
+        head.button(t("training.queue.clear"), key="tr_clear_queue", on_click=clear_queue)
     waiting = waiting or []
     for place, (run, (starts, lasts)) in enumerate(zip(waiting, training.waiting_times(registry, waiting)), 1):
-        text, cancel = st.columns([6, 1], vertical_alignment="center")
-        text.markdown(t("training.queue.row", place=place, name=run.name, owner=whose(run.owner, who),
-                        starts=starts_in(starts), lasts=say(format_duration(lasts)) if lasts else "–"))
+        row = st.container(horizontal=True, vertical_alignment="center")
+        row.markdown(t("training.queue.row", place=place, name=run.name, owner=whose(run.owner, who),
+                       starts=starts_in(starts), lasts=say(format_duration(lasts)) if lasts else "–"), width="stretch")
         if may_cancel(run, who):
-            cancel.button(t("training.queue.cancel"), key=f"tr_cancel_{run.id}", on_click=cancel_waiting,
-                          args=(run.id,), width="stretch")
+            row.button(t("training.queue.cancel"), key=f"tr_cancel_{run.id}", on_click=cancel_waiting,
+                       args=(run.id,))
 
 
 def waiting_note(registry: JobRegistry) -> None:
@@ -316,5 +370,6 @@ def teacher_box() -> None:
             return
         st.text_input(t("training.teacher.password"), type="password", key="tr_teacher_password")
         st.button(t("training.teacher.sign_in"), key="tr_teacher_in", on_click=sign_in)
+        st.caption(t("training.teacher.slowed", free=FREE_TRIES))
         if said := ss.get("tr_teacher_feedback"):
             st.error(say(said))

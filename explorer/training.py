@@ -1,5 +1,5 @@
-"""The Train page's parts: the background training job, the runs waiting for it, the runs table and the loss
-figures."""
+"""The Train page's parts: the training runs (each a process of its own: explorer.jobs), the runs waiting for
+them, the runs table and the loss figures."""
 from __future__ import annotations
 
 import math
@@ -14,17 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gptcore import folders, runs
-from gptcore.baselines import bigram_val_loss, uniform_loss
-from gptcore.config import GPTConfig, TrainConfig
-from gptcore.data import unknown_warning
-from gptcore.describe import describe_model, describe_training, format_duration, format_step
+from gptcore.config import TrainConfig
+from gptcore.describe import format_duration, format_step
 from gptcore.errors import Message, message
-from gptcore.events import CheckpointEvent, DoneEvent, EvalEvent, FinalEvalEvent, SampleEvent, StepEvent, TrainingEvent
-from gptcore.failures import Diverged, diverged_message, diverging_message
-from gptcore.queue import QueuedRun, QueueError, RunQueue
-from gptcore.sources import CorpusSource
-from gptcore.tokenizer import CharTokenizer
-from gptcore.train import Trainer
+from gptcore.failures import diverging_message
+from gptcore.queue import QueuedRun, QueueError
 
 from . import i18n
 from .i18n import t
@@ -73,100 +67,9 @@ def thin(xs: list, ys: list, limit: int = 2000) -> tuple[list, list]:
     return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
-def baseline_losses(trainer: Trainer) -> dict:
-    V = trainer.tokenizer.vocab_size
-    return {"uniform": uniform_loss(V), "bigram": bigram_val_loss(trainer.train_ids, trainer.val_ids, V)}
-
-
-def _training_job(trainer: Trainer, name: str) -> Callable[[Job], str]:
-    """The job function: runs the trainer in the job's thread and mirrors its events into job.data."""
-    tc, history = trainer.tc, trainer.history
-
-    def on_event(job: Job, event: TrainingEvent):
-        match event:
-            case StepEvent():
-                done = event.step - trainer.start_step + 1
-                job.update(progress=done / max(1, tc.steps - trainer.start_step + 1),
-                           data={"step": event.step, "loss": event.loss, "tokens_per_s": event.tokens_per_s,
-                                 "eta_s": event.eta_s, "elapsed_s": event.elapsed_s})
-                job.append("curve_step", event.step)
-                job.append("curve_loss", event.loss)
-            case EvalEvent():
-                job.append("evals", {"step": event.step, "train": event.train, "val": event.val})
-                job.update(data={"diverging": trainer.diverging})
-            case SampleEvent():
-                job.append("samples", {"step": event.step, "text": event.text})
-            case CheckpointEvent():
-                job.update(data={"checkpoint_step": event.step})
-            case FinalEvalEvent():
-                job.update(data={"final_val": event.val, "diverging": trainer.diverging})
-            case DoneEvent():
-                job.update(data={"elapsed_s": event.wall_time, "checkpoint_step": event.step, "eta_s": 0.0})
-
-    def fn(job: Job) -> str:
-        job.update(data={
-            "run": name, "out_dir": str(trainer.out_dir), "params": trainer.model.num_params(),
-            "model": trainer.cfg.to_dict(), "train": tc.to_dict(), "corpus": trainer.corpus_description,
-            "device": trainer.hardware()["device"],
-            "model_summary": describe_model(trainer.cfg), "train_summary": describe_training(tc),
-            "total_steps": tc.steps, "start_step": trainer.start_step, "step": trainer.start_step - 1,
-            "curve_step": list(history["step"]), "curve_loss": list(history["train_loss"]),
-            "evals": [{"step": s, "train": t, "val": v} for s, t, v in
-                      zip(history["eval_step"], history["eval_train"], history["eval_val"])],
-            "samples": [], "unknown": unknown_warning(trainer.unknown), **baseline_losses(trainer)})
-        try:
-            return trainer.run(lambda event: on_event(job, event), job.control)
-        except Diverged as e:
-            job.update(data={"diverged": True})
-            raise Diverged.of(diverged_message(e, trainer.out_dir)) from None
-
-    return fn
-
-
-def start_run(registry: JobRegistry, trainer: Trainer) -> Job:
-    """Train a trainer already made, now, in a background job named after the run folder; JobRefused names the
-    job in the way. (The app's Start queues a QueuedRun instead: see queued_job.)"""
-    name = folders.shown_name(trainer.out_dir)
-    return registry.start(name, JOB_KIND, _training_job(trainer, name), threads=trainer.tc.threads)
-
-
 def work(params: int, tc: TrainConfig, context: int, steps: int) -> float:
     """What a run computes, parameters × tokens per step × steps: its duration is this over the machine's rate."""
     return float(params) * tc.batch_size * context * steps
-
-
-def trainer_for(run: QueuedRun, upload: bytes | None, root: Path | None = None) -> Trainer:
-    """The Trainer of a waiting run, made when its turn comes, to train into root/<name>: its corpus is read again
-    then (the app's folders only), so a corpus that has gone since it was queued fails this run with the reason."""
-    if (source := CorpusSource.from_dict(run.source)) is None:
-        raise QueueError("queue.bad_source", "the record of the corpus '{name}' waited to train on cannot be "
-                         "understood: {source}", name=run.name, source=str(run.source)[:200])
-    corpus = source.load(upload, confine=True)
-    tc = TrainConfig.from_dict(run.train)
-    out_dir = folders.checkpoint_dir(run.name, root)
-    if run.action == "continue":
-        trainer = runs.continued_run(out_dir, tc, corpus, source)
-    else:
-        vocab = tc.bpe_vocab if tc.tokenizer == "bpe" else CharTokenizer.from_text(corpus.text).vocab_size
-        trainer = runs.new_run(GPTConfig.from_dict({**run.model, "vocab_size": vocab}), tc, corpus, source,
-                               runs.new_run_dir(run.name, root))
-    if run.owner is not None:  # (no owner: the teacher's, as every run made before owners or by the command line)
-        trainer.extra_meta["owner"] = run.owner
-    return trainer
-
-
-def queued_job(run: QueuedRun, waiting: RunQueue) -> Callable[[Job], str]:
-    """The job function of a waiting run whose turn has come: it makes the trainer in the job's thread, then
-    trains like any run (a corpus or folder that fails now fails the job, with the reason)."""
-    def fn(job: Job) -> str:
-        job.update(data={"out_dir": str(folders.checkpoint_dir(run.name, waiting.root))})
-        try:
-            trainer = trainer_for(run, waiting.upload_of(run), waiting.root)
-        finally:
-            waiting.drop_upload(run)
-        return _training_job(trainer, run.name)(job)
-
-    return fn
 
 
 def training_rate(registry: JobRegistry) -> float | None:
@@ -262,6 +165,8 @@ def status_message(snap: JobState) -> tuple[str, Message] | None:
     if snap.status == "stopped":
         return "warning", message("training.stopped", "Stopped at {where}; the checkpoint is saved (whole-split val "
                                   "{val:.4f}). Continue it from the runs table below.", where=where, val=final_val)
+    if snap.status == "interrupted":
+        return "warning", snap.message
     return None
 
 

@@ -99,6 +99,14 @@ class Distributed:
             dist.destroy_process_group()
 
 
+def lost_a_process(error: BaseException) -> bool:
+    """Is error what a process gets when another process of its run has gone (killed, crashed) in the middle of a
+    collective? (Gloo says so in a RuntimeError from its transport; newer versions raise DistBackendError.)"""
+    text = str(error)
+    return isinstance(error, dist.DistBackendError) or isinstance(error, RuntimeError) and any(
+        words in text for words in ("gloo/transport", "Connection reset by peer", "Connection closed by peer"))
+
+
 def launched() -> bool:
     """Was this process started by torchrun (or another launcher that sets RANK)?"""
     return "RANK" in os.environ

@@ -79,3 +79,22 @@ def disk_full(error: ckpt.DiskFull, out_dir: Path, step: int) -> ckpt.DiskFull:
             said = message("train.disk_full_unmarked", "{said} (There was no space left to mark it as failed "
                            "either: it is listed as interrupted.)", said=said)
     return ckpt.DiskFull.of(said)
+
+
+def process_lost(error: BaseException, folder: Path, mark: bool) -> Message:
+    """A run of several processes whose partner has gone (killed, crashed: the connection between them broke): say
+    so and what was kept; with mark (process 0, which writes the folder), mark what was kept as interrupted."""
+    text = str(error)
+    reason = next((words for words in ("Connection reset by peer", "Connection closed by peer") if words in text),
+                  text.splitlines()[0][:160] if text else type(error).__name__)
+    kept = last_checkpoint_step(folder)
+    if kept is None:
+        saved = message("train.full_nothing_kept", "No checkpoint had been saved yet, so nothing was kept.")
+    else:
+        saved = message("train.full_kept", "The checkpoint of step {step:,} is kept whole in {path}.", step=kept,
+                        path=folder)
+    said = message("train.process_lost", "Another process of this run has stopped ({reason}), so the run cannot go "
+                   "on. {saved} Continue it with --resume.", reason=reason, saved=saved)
+    if mark and kept is not None:
+        ckpt.update_meta(folder, status="interrupted", message=message_record(said))
+    return said

@@ -1,114 +1,107 @@
 """Which process trains into a run folder, and which folders a new run may take.
 
-A run folder is trained by one process at a time, in this process or any other (the app's and the command line's
-runs are separate processes): `training_lock` holds a lock file with the trainer's pid and start time, and a lock
-left by a process that died is taken over. A new run goes only into a folder that is free (`check_new_folder`).
+A run folder is trained by one process at a time, whichever program started it (the app's runs and the command
+line's are all processes of their own): `training_lock` holds an exclusive `flock` on the folder's lock file, and
+writes its pid there so that others can name it. The kernel releases a flock when its process ends, however it
+ends (a kill -9, the out-of-memory killer), so a lock is never left behind: a lock file whose lock nobody holds is
+free. A new run goes only into a folder that is free (`check_new_folder`).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
-import re
-import uuid
+import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .checkpoint import list_snapshots, make_folder, write_error
+from . import fs
 from .folders import CheckpointError, shown_name
 
-LOCK = ".training.lock"  # "<pid> <start time>" of the process training into a run folder
-UNREADABLE = -1  # the owner of a lock that cannot be read: held, by whom is unknown
+LOCK = ".training.lock"  # the pid of the process training into a run folder, which holds its flock
+UNREADABLE = -1  # the holder of a lock whose file does not say who it is (the holder is writing it this instant)
+TAKE_TRIES_S = 0.5  # how long taking a lock retries: a reader checking it holds it for a few microseconds
 
 
-def _started(pid: int) -> str | None:
-    """When process pid started (clock ticks after boot, from Linux's /proc); None where that is not known."""
+def _try_flock(fd: int, exclusive: bool) -> bool:
     try:
-        line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return line.rpartition(")")[2].split()[19]  # field 22, counted after the name, which may hold spaces and ')'
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return True
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
 
 
-def _owner_of(lock: Path) -> int | None:
-    """The pid of the live process, this one included, that wrote the lock file; None when there is no lock or
-    its process has died. A pid the system has given to another process since (its start time differs) holds
-    nothing. A lock that cannot be read counts as held (UNREADABLE): _claim only ever makes whole ones."""
+def take(path: Path, wait: float = TAKE_TRIES_S) -> int | None:
+    """Take the exclusive lock of path (created if need be); its open file descriptor, which holds the lock until
+    it is closed (in this process and in every child that inherits it), or None when another holds it."""
+    deadline = time.monotonic() + wait
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if _try_flock(fd, exclusive=True):
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:  # (its holder removed it as we opened it: the next one is the lock)
+                same = False
+            if same:
+                return fd
+        os.close(fd)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+def release(path: Path, fd: int) -> None:
+    """Remove the lock file and let go of its lock (removed first: whoever opens the name next gets a new file)."""
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+    os.close(fd)
+
+
+def held(path: Path) -> bool:
+    """Does some process, this one included, hold path's lock now?"""
     try:
-        text = lock.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
-        return None
+        return False
+    try:
+        if _try_flock(fd, exclusive=False):
+            return False
+        return True
+    finally:
+        os.close(fd)  # (closing lets go of the shared lock a free file gave us)
+
+
+def _holder_pid(path: Path) -> int:
+    try:
+        text = path.read_text().strip()
     except (OSError, ValueError):  # (ValueError: bytes that are not UTF-8)
         return UNREADABLE
-    if (found := re.fullmatch(r"([1-9]\d{0,8})(?: (\d+))?", text.strip())) is None:
-        return UNREADABLE
-    pid, started = int(found.group(1)), found.group(2)
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # alive, another user's
-        pass
-    if started is not None and _started(pid) not in (None, started):
-        return None
-    return pid
+    return int(text) if text.isascii() and text.isdigit() and 0 < int(text) < 1 << 31 else UNREADABLE
 
 
 def lock_owner(directory: Path) -> int | None:
-    """Who holds directory's training lock (see _owner_of): a pid, UNREADABLE or None."""
-    return _owner_of(Path(directory) / LOCK)
+    """The pid of the process, this one included, training into directory now (UNREADABLE when its lock file does
+    not say); None when nobody is."""
+    lock = Path(directory) / LOCK
+    return _holder_pid(lock) if held(lock) else None
 
 
 def lock_holder(directory: Path) -> int | None:
-    """The pid of another live process training into directory, or None."""
+    """The pid of another process training into directory (UNREADABLE: one that has not written its pid yet), or
+    None."""
     owner = lock_owner(directory)
-    return None if owner in (None, UNREADABLE, os.getpid()) else owner
-
-
-def _claim(lock: Path) -> bool:
-    """Create the lock with our pid and start time, atomically and whole: written to a file of its own, then
-    linked to the lock's name, which fails when the lock exists (False)."""
-    mine = lock.with_name(f"{lock.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        mine.write_text(f"{os.getpid()} {_started(os.getpid()) or ''}".strip())
-        os.link(mine, lock)
-    except FileExistsError:
-        return False
-    except OSError as e:
-        if (error := write_error(lock, e)) is e:
-            raise
-        raise error from None
-    finally:
-        mine.unlink(missing_ok=True)
-    return True
-
-
-def _remove_stale(lock: Path) -> bool:
-    """Remove a lock whose process has died; False, leaving it, when it is held. The lock is moved aside and
-    judged there, so that one another process has just put in its place is put back, never removed."""
-    aside = lock.with_name(f"{lock.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.stale")
-    try:
-        os.rename(lock, aside)
-    except FileNotFoundError:
-        return True
-    try:
-        if _owner_of(aside) is None:
-            return True
-        with suppress(FileExistsError):  # (taken by a third process meanwhile: it holds it)
-            os.link(aside, lock)
-        return False
-    finally:
-        aside.unlink()
+    return None if owner in (None, os.getpid()) else owner
 
 
 def busy_error(directory: Path, owner: int | None) -> CheckpointError:
     """Why a run cannot train into directory, whose lock `owner` holds (see lock_owner; None: someone took it
-    over a moment ago)."""
-    if owner == UNREADABLE:
-        return CheckpointError("checkpoint.lock_unreadable", "{path} holds a training lock ({lock}) that cannot be "
-                               "read: if no process is training into it, delete that file", path=directory, lock=LOCK)
+    a moment ago)."""
     if owner == os.getpid():
         return CheckpointError("checkpoint.busy_here", "{path} is being trained by another job of this program; "
                                "stop it first", path=directory)
-    if owner is not None:
+    if owner is not None and owner != UNREADABLE:
         return CheckpointError("checkpoint.busy_pid", "{path} is being trained by another process (pid {pid}); "
                                "stop it first", path=directory, pid=owner)
     return CheckpointError("checkpoint.busy", "{path} is being trained by another process; stop it first",
@@ -117,33 +110,45 @@ def busy_error(directory: Path, owner: int | None) -> CheckpointError:
 
 @contextmanager
 def training_lock(directory: Path):
-    """Claim directory for one training run, in this process or any other (the app's and the command line's runs
-    are separate processes); a lock left by a process that died is taken over. On release, removes what a run that
-    saved no checkpoint leaves behind (its snapshots, which nothing can open without the model), and then the
-    folder if this run made it and left it empty (a folder that was there, say the current one, is never removed)."""
+    """Claim directory for one training run, against every other process and every other run of this one. Taking
+    it removes the temporary files a killed save left. On release, removes what a run that saved no checkpoint
+    leaves behind (its snapshots, which nothing can open without the model), and then the folder if this run made it
+    and left it empty (a folder that was there, say the current one, is never removed)."""
+    from .checkpoint import make_folder, write_error  # (torch: only where a run trains, not where a lock is read)
+
     directory = Path(directory)
     made = make_folder(directory)
     lock = directory / LOCK
-    if not _claim(lock):
-        owner = lock_owner(directory)
-        if owner is not None or not (_remove_stale(lock) and _claim(lock)):
-            raise busy_error(directory, owner)
+    try:
+        fd = take(lock)
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+    except OSError as e:
+        if (error := write_error(lock, e)) is e:
+            raise
+        raise error from None
+    if fd is None:
+        raise busy_error(directory, lock_owner(directory))
+    fs.clear_temp_files(directory)
+    fs.clear_temp_files(directory / "snapshots")
     try:
         yield
     finally:
-        lock.unlink(missing_ok=True)
+        release(lock, fd)
         clear_abandoned(directory, remove_folder=made)
-
 
 
 def check_new_folder(directory: Path) -> None:
     """A new run may only go into a folder that does not exist, is empty or holds an abandoned run's leftovers:
-    never over a checkpoint or over anyone's files (the command line writes wherever it is asked to). The app, the
-    command line and the Trainer all check here."""
+    never into one another process trains, over a checkpoint or over anyone's files (the command line writes
+    wherever it is asked to). The app, the command line and the Trainer all check here."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise CheckpointError("checkpoint.out_is_file", "{path} is a file, not a folder: choose a folder for the "
                               "checkpoint", path=directory)
+    if (owner := lock_owner(directory)) is not None:
+        raise busy_error(directory, owner)
     if (directory / "model.safetensors").exists():
         raise CheckpointError("checkpoint.holds_model", "{path} already holds a trained model; continue it with "
                               "--resume on the command line or from the runs table in the app, or choose another "
@@ -159,14 +164,27 @@ def check_new_folder(directory: Path) -> None:
 
 def clear_abandoned(directory: Path, remove_folder: bool = False) -> bool:
     """Remove what a run that never saved a checkpoint left in directory (its snapshots, which nothing can open
-    without the model, and a stale lock), and with remove_folder the folder itself if that emptied it (only the run
-    that made a folder may remove it); True if the folder is now empty or gone."""
+    without the model, its temporary files and its lock file), and with remove_folder the folder itself if that
+    emptied it (only the run that made a folder may remove it); True if the folder is now empty or gone."""
     directory = Path(directory)
-    if (directory / "model.safetensors").exists() or lock_owner(directory) is not None or \
-            not _remove_stale(directory / LOCK):
+    if (directory / "model.safetensors").exists():
         return False
-    for _, path in list_snapshots(directory):
-        path.unlink(missing_ok=True)
+    if not directory.is_dir():
+        return not directory.exists()
+    try:
+        fd = take(directory / LOCK, wait=0)  # (held while clearing: no run starts in the folder meanwhile)
+    except OSError:  # a folder this process may not write into holds nothing of its runs
+        return not any(directory.iterdir())
+    if fd is None:
+        return False
+    from .checkpoint import list_snapshots
+
+    try:
+        fs.clear_temp_files(directory)
+        for _, path in list_snapshots(directory):
+            path.unlink(missing_ok=True)
+    finally:
+        release(directory / LOCK, fd)
     for folder in (directory / "snapshots", directory) if remove_folder else (directory / "snapshots",):
         with suppress(OSError):  # not empty (other files are not ours to delete), or already gone
             folder.rmdir()

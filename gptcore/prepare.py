@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import fs
 from .data import CorpusError
 from .errors import Message, message
 from .tokenizer import (
@@ -301,36 +302,30 @@ def prepare(source: str | os.PathLike, out: str | os.PathLike, kind: str = "char
             return np.fromiter((i for ids in tokenizer.encode_batch(list(text_blocks(text))) for i in ids),
                                dtype=np.int64)
     dtype = token_dtype(tokenizer.vocab_size)
-    partial = out / f".{TOKENS}.{os.getpid()}.tmp"
-    n_tokens, train_tokens = 0, 0
-    try:
-        out.mkdir(parents=True, exist_ok=True)
+    counted = {"tokens": 0, "train": 0}
+
+    def write_tokens(partial: Path) -> None:
         with open(partial, "wb") as f:
             for text, in_train in split_at(whole_blocks(read_text(source, progress, "tokenizing")), boundary):
                 ids = encode(text).astype(dtype)
                 ids.tofile(f)
-                n_tokens += len(ids)
-                train_tokens += len(ids) if in_train else 0
-            f.flush()
-            os.fsync(f.fileno())
-        if not 0 < train_tokens < n_tokens:
+                counted["tokens"] += len(ids)
+                counted["train"] += len(ids) if in_train else 0
+        if not 0 < counted["train"] < counted["tokens"]:
             raise CorpusError("prepare.too_short", "{path} is too short to split: {n:,} tokens", path=str(source),
-                              n=n_tokens)
-        os.replace(partial, out / TOKENS)
-        (out / TOKENIZER).write_text(json.dumps(tokenizer.to_dict()))
+                              n=counted["tokens"])
+
+    try:  # the tokens first, each file written whole (gptcore.fs): the header, last, says the folder is ready
+        fs.atomic_write(out / TOKENS, write_tokens)
         header = {"format": FORMAT, "source": str(source.resolve()), "source_name": source.name,
-                  "source_bytes": source.stat().st_size, "chars": chars, "tokens": n_tokens,
-                  "train_tokens": train_tokens, "dtype": dtype.name, "vocab_size": tokenizer.vocab_size,
+                  "source_bytes": source.stat().st_size, "chars": chars, "tokens": counted["tokens"],
+                  "train_tokens": counted["train"], "dtype": dtype.name, "vocab_size": tokenizer.vocab_size,
                   "tokenizer": tokenizer.kind}
-        tmp = out / f".{HEADER}.tmp"
-        tmp.write_text(json.dumps(header, indent=1))
-        os.replace(tmp, out / HEADER)
+        fs.atomic_write(out / TOKENIZER, json.dumps(tokenizer.to_dict()))
+        fs.atomic_write(out / HEADER, json.dumps(header, indent=1))
     except OSError as e:
         raise CorpusError("prepare.write", "cannot write the prepared corpus into {path}: {error}", path=str(out),
                           error=e.strerror or str(e)) from None
-    finally:
-        if partial.is_file():  # (out may not have been made: a folder above it is a file)
-            partial.unlink()
     return header
 
 

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .config import setting, settings
+from .corpus import MAX_DRILLS
 from .data import Corpus, CorpusError
-from .errors import message
+from .errors import Message, message
 from .folders import PROJECT_ROOT
 from .texts import (
     DOWNLOAD_CACHE,
@@ -27,6 +29,26 @@ from .texts import (
 
 KINDS = ("builtin", "upload", "file", "tinystories")
 BUILTIN_MAX_CHARS = 50_000_000
+
+
+@dataclass(frozen=True)
+class BuiltinStories:
+    """The built-in stories' sizes, their limits written once: the Train page's widgets and the command line's
+    --builtin-* flags both take them from here (gptcore.config.settings)."""
+    builtin_chars: int = setting(1_000_000, "Characters", "how many characters of stories to generate",
+                                 low=1, high=BUILTIN_MAX_CHARS, step=100_000)
+    builtin_drills: float = setting(0.0, "Copy drills", "share of the built-in corpus given to copy drills, lines of "
+                                    "random characters said again", low=0.0, high=MAX_DRILLS, step=0.05)
+    builtin_retellings: float = setting(0.0, "Retellings", "share of the built-in corpus given to spans of ordinary "
+                                        "text said again right after, put inside the stories", low=0.0,
+                                        high=MAX_DRILLS, step=0.05)
+
+
+def builtin_problem(**values) -> Message | None:
+    """Why a size of the built-in stories (builtin_chars=..., builtin_drills=...) is out of its range; None when
+    none is."""
+    table = settings(BuiltinStories)
+    return next((found for name, value in values.items() if (found := table[name].problem(value))), None)
 
 
 @dataclass(frozen=True)
@@ -78,7 +100,7 @@ class CorpusSource:
         """The corpus it describes; every problem with it becomes a CorpusError. confine: read a file only inside
         the app's folders (allowed_path), as the app must; the command line reads any file it is given."""
         if self.kind == "builtin":
-            if not isinstance(self.chars, int) or not 1 <= self.chars <= BUILTIN_MAX_CHARS:
+            if builtin_problem(builtin_chars=self.chars):
                 raise CorpusError("sources.builtin_size", "the built-in corpus size must be from 1 to {limit:,} "
                                   "characters", limit=BUILTIN_MAX_CHARS)
             return builtin_corpus(self.chars, self.seed, self.drills, self.retellings)

@@ -10,8 +10,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
-from uuid import uuid4
 
+from . import fs
 from .corpus import builtin_description, generate_stories
 from .data import Corpus, CorpusError
 from .errors import Message, message
@@ -109,10 +109,8 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
     target = cache_dir / Path(url.split("?")[0]).name
     if target.is_file() and target.stat().st_size > 0:
         return target
-    # a file of its own for each download (two tabs may fetch at once), renamed into place only when whole
-    partial = cache_dir / f".{target.name}.{os.getpid()}.{uuid4().hex[:8]}.part"
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+
+    def fetch(partial: Path) -> None:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             done = 0
@@ -124,12 +122,11 @@ def download_tinystories_valid(url: str = TINYSTORIES_VALID_URL, cache_dir: Path
         if total is not None and done != total:
             raise CorpusError("data.download_cut", "download of {url} stopped after {done:,} of {total:,} bytes",
                               url=url, done=done, total=total)
-        os.replace(partial, target)
+
+    try:  # (a file of its own for each download: two tabs may fetch at once; renamed into place only when whole)
+        fs.atomic_write(target, fetch)
     except OSError as e:
         raise CorpusError.of(download_failure(url, target, e)) from None
-    finally:
-        if partial.is_file():  # anything but a whole download, whatever stopped it
-            partial.unlink()
     return target
 
 

@@ -46,8 +46,9 @@ class ShardedGrads:
     1.2x: every small GEMM and elementwise op of a two-thread pass splits its work and then waits for both cores,
     while independent shards never synchronise until the end of the step (`python -m bench.step`).
     Shards are summed in a fixed order, so a run is reproducible for a given number of shards.
-    The workers inherit the creating thread's nice value (a Job lowers it), but not its thread-local torch
-    state: grad mode, inference mode or autocast must be entered inside the model's forward to reach them.
+    The workers inherit the process's nice value (a run's process lowers it), but not the creating thread's
+    thread-local torch state: grad mode, inference mode or autocast must be entered inside the model's forward to
+    reach them.
     """
 
     def __init__(self, model: torch.nn.Module, shards: int):

@@ -23,6 +23,16 @@ def tinystories_text():
     return TINYSTORIES.read_text(encoding="utf-8")[:1_000_000]
 
 
+@pytest.fixture
+def runs_in_threads(monkeypatch):
+    """The runs the app starts train in threads of this process (tests/run_helpers.py), not processes of their own."""
+    from run_helpers import launch_in_thread
+
+    from explorer import jobs
+
+    monkeypatch.setattr(jobs, "launch", launch_in_thread)
+
+
 @pytest.fixture(autouse=True)
 def cpu_only(monkeypatch):
     from gptcore import device

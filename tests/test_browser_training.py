@@ -67,7 +67,7 @@ def chart_points(page) -> int:
 # Each out-of-range value a browser's number field lets through: the field says what is allowed, Start goes off
 # with the reason, and a valid value turns it back on.
 INVALID = [(EN["settings.lr.label"], "1000000", "0.003"), (EN["settings.steps.label"], "-5", "20"),
-           (EN["settings.batch_size.label"], "0", "4"), (EN["settings.context.label"], "100000", "16")]
+           (EN["settings.batch_size.label"], "0", "4"), (EN["settings.context.label"], "200000", "16")]
 
 
 def test_start_is_disabled_for_each_invalid_field(app_url, open_page):

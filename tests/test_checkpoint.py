@@ -1,9 +1,12 @@
 import errno
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
+from run_helpers import lock_held
 from safetensors.torch import load_file, save_file
 
 from gptcore import checkpoint as ckpt
@@ -298,16 +301,18 @@ def test_a_name_too_long_is_refused_not_cut():
 
 # ---------------------------------------------------------------- the training lock
 
-def test_a_lock_that_cannot_be_read_is_held_not_taken_over(tmp_path):
+def test_a_lock_file_nobody_holds_is_free_whatever_it_says_and_a_held_one_is_busy(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
-    for text in ("", "not a pid", "0"):  # (an empty lock is what a writer leaves for an instant without _claim)
+    for text in ("", "not a pid", "0", str(os.getppid())):  # (left by processes that have ended: flock went with them)
         (run / locks.LOCK).write_text(text)
-        with pytest.raises(ckpt.CheckpointError, match=f"holds a training lock \\({locks.LOCK}\\) that cannot be "
-                                                       "read: if no process is training into it, delete that file"):
+        with locks.training_lock(run):
+            assert (run / locks.LOCK).read_text() == str(os.getpid())
+        assert not (run / locks.LOCK).exists()
+    with lock_held(run):  # held by a process that has not written its pid yet
+        with pytest.raises(ckpt.CheckpointError, match="r is being trained by another process; stop it first"):
             with locks.training_lock(run):
                 pass
-        assert (run / locks.LOCK).read_text() == text
 
 
 def test_a_second_run_of_this_process_cannot_take_the_lock_nor_clear_the_first_runs_snapshots(saved):
@@ -323,18 +328,30 @@ def test_a_second_run_of_this_process_cannot_take_the_lock_nor_clear_the_first_r
     assert not (directory / locks.LOCK).exists()
 
 
-def test_a_lock_names_its_process_by_pid_and_start_time_so_a_reused_pid_holds_nothing(tmp_path):
+def test_a_lock_goes_with_its_process_however_it_ends(tmp_path):
     run = tmp_path / "r"
     run.mkdir()
-    parent = os.getppid()
-    started = open(f"/proc/{parent}/stat").read().rpartition(")")[2].split()[19]
-    (run / locks.LOCK).write_text(f"{parent} {started}")
-    assert locks.lock_holder(run) == parent
-    (run / locks.LOCK).write_text(f"{parent} {int(started) + 1}")  # that pid, given to another process since
-    assert locks.lock_holder(run) is None
-    with locks.training_lock(run):  # taken over
-        assert (run / locks.LOCK).read_text().split()[0] == str(os.getpid())
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(run / locks.LOCK)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    assert locks.lock_holder(run) == holder.pid
+    with pytest.raises(ckpt.CheckpointError, match=f"is being trained by another process \\(pid {holder.pid}\\)"):
+        locks.check_new_folder(run)
+    holder.kill()  # SIGKILL: nothing of it runs again, and the kernel lets go of its lock
+    holder.wait()
+    assert locks.lock_holder(run) is None and (run / locks.LOCK).read_text() == str(holder.pid)
+    with locks.training_lock(run):  # taken
+        assert (run / locks.LOCK).read_text() == str(os.getpid())
     assert run.is_dir() and not any(run.iterdir())  # released: its lock gone, the folder (not its own) kept
+
+
+HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, str(os.getpid()).encode())
+print("held", flush=True)
+time.sleep(60)
+"""
 
 
 # ---------------------------------------------------------------- optimizer state, links, metadata, history

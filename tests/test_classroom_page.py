@@ -11,17 +11,20 @@ from explorer import classroom
 from explorer.ui import job_registry
 from gptcore import checkpoint as ckpt
 from gptcore import folders
+from gptcore.config import GPTConfig, TrainConfig
+from gptcore.queue import DATABASE, JOBS, QueuedRun, RunQueue
 
 PASSWORD = "chalk and cheese"
 
 
 @pytest.fixture(autouse=True)
-def root(tmp_path, monkeypatch):
+def root(tmp_path, monkeypatch, runs_in_threads):
     monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     monkeypatch.setenv("GPTCORE_DATA", str(tmp_path))
     monkeypatch.setenv(classroom.CLASSROOM_VARIABLE, "1")
     monkeypatch.setenv(classroom.PASSWORD_VARIABLE, PASSWORD)
     job_registry.clear()
+    classroom._address_tries.clear()
     yield tmp_path
     registry = job_registry()
     registry.waiting.clear()
@@ -143,6 +146,42 @@ def test_a_wrong_password_is_a_sentence_and_no_password_says_how_to_set_one(monk
     assert any("No teacher password is set on this server" in c for c in texts(learner().caption))
 
 
+def test_wrong_passwords_make_each_next_try_wait_longer_even_the_right_one_and_the_page_says_so(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(classroom.time, "monotonic", lambda: now[0])
+    at = learner()
+    assert "After 3 wrong passwords, each try waits twice as long as the one before, counted for this browser and " \
+           "for its network." in texts(at.caption)
+
+    def sign_in(password: str) -> list[str]:
+        at.text_input(key="tr_teacher_password").set_value(password).run()
+        return texts(at.button(key="tr_teacher_in").click().run().error)
+
+    assert [sign_in("guess") for _ in range(2)] == [["That is not the teacher password."]] * 2
+    assert sign_in("guess") == ["That is not the teacher password. Too many wrong tries: the next is heard in 1 s."]
+    assert sign_in(PASSWORD) == ["Too many wrong passwords from this browser or its network: try again in 1 s."]
+    now[0] += 1
+    assert sign_in("guess") == ["That is not the teacher password. Too many wrong tries: the next is heard in 2 s."]
+    now[0] += 1.5
+    assert sign_in(PASSWORD) == ["Too many wrong passwords from this browser or its network: try again in 1 s."]
+    now[0] += 0.5
+    assert sign_in(PASSWORD) == [] and "You are signed in as the teacher: you can change every run and clear the " \
+                                       "queue." in texts(at.caption)
+
+
+def test_an_address_past_its_free_tries_waits_in_every_new_session():
+    tries = classroom.Tries(free=classroom.FREE_TRIES_ADDRESS)
+    for second in range(10):
+        assert tries.wait(second) == 0
+        tries.failed(second)
+    assert [tries.wait(9 + t) for t in (0, 0.5, 1)] == [1, 0.5, 0]  # 1 s after the tenth, then 2, 4, …
+    tries.failed(10)
+    assert tries.wait(10) == 2
+    for _ in range(20):
+        tries.failed(100)
+    assert tries.wait(100) == classroom.MAX_WAIT_S  # at most ten minutes a try
+
+
 def test_on_localhost_the_one_user_is_the_teacher_and_nothing_asks(monkeypatch, root):
     monkeypatch.delenv(classroom.CLASSROOM_VARIABLE)
     at = start(learner(), "mine")
@@ -152,11 +191,17 @@ def test_on_localhost_the_one_user_is_the_teacher_and_nothing_asks(monkeypatch, 
     assert manage(at, "mine").dataframe[0].value.loc[0, "owner"] == "you"
 
 
-def test_a_damaged_queue_file_is_said_on_the_page_and_the_teacher_mends_it(root, monkeypatch):
-    monkeypatch.delenv(classroom.CLASSROOM_VARIABLE)
-    (root / ".queue.json").write_text("not json")
+def test_a_damaged_queue_store_is_said_on_the_page_once_and_rebuilt_with_its_waiting_run(root):
+    tiny = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
+    RunQueue(root).add(QueuedRun(name="waited", action="new", model=tiny.to_dict(), work=1.0, owner="x", queued_by="x",
+                                 train=TrainConfig(steps=5, batch_size=4, threads=1).to_dict(),
+                                 source={"kind": "builtin", "chars": 20_000}), per_learner=1)
+    (root / JOBS / DATABASE).write_bytes(b"not a database" * 100)
+    job_registry.clear()
     at = learner()
     assert not at.exception
-    assert any(e.startswith("The queue of waiting runs, ") and "cannot be read" in e for e in texts(at.error))
-    at.button(key="tr_clear_queue").click().run()
-    assert not at.error and job_registry().waiting.runs() == []
+    [said] = [w for w in texts(at.warning) if w.startswith("The queue's database")]
+    assert "was damaged (file is not a database)" in said and "with 1 waiting run(s)" in said
+    job_registry().get("waited").join(60)  # (it waited, and it started once the store was rebuilt)
+    assert job_registry().get("waited").state.status == "finished"
+    assert not [w for w in texts(at.run().warning) if w.startswith("The queue's database")]

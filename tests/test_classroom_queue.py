@@ -1,23 +1,26 @@
-"""Training runs wait their turn: the queue on disk (gptcore.queue) and the job registry that starts its runs.
+"""Training runs wait their turn: the queue on disk (gptcore.queue) and the job registry that starts its runs, each
+in a process of its own.
 
 A run trains a tiny model on 20,000 built-in characters; a "long" one trains until it is stopped, so that the runs
-behind it wait for as long as a test needs.
+behind it wait for as long as a test needs. Runs train in threads of the test process (tests/run_helpers.py);
+tests/test_run_processes.py starts real processes.
 """
 import json
+import sqlite3
 import time
-from dataclasses import asdict
 
 import pytest
 
-from explorer import training
+from explorer import jobs, training
 from explorer.jobs import JobRegistry
 from gptcore import checkpoint as ckpt
 from gptcore import folders
 from gptcore.config import GPTConfig
-from gptcore.queue import QUEUE_FILE, QueuedRun, QueueError, RunQueue
+from gptcore.queue import DATABASE, JOBS, QueuedRun, QueueError, RunQueue
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
 
+pytestmark = pytest.mark.usefixtures("runs_in_threads")
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
 SOURCE = CorpusSource("builtin", chars=20_000, seed=0)
 
@@ -81,18 +84,19 @@ def test_cancel_and_clear_remove_runs_and_their_uploaded_corpora(root):
     assert queue.upload_of(queue.runs()[0]) == b"once upon a time"
     assert queue.cancel(gone.id).name == "gone" and queue.cancel(gone.id) is None
     assert [run.name for run in queue.runs()] == ["kept"]
-    assert not any((root / ".queue-uploads").iterdir())
+    assert not (root / JOBS / gone.id).exists()
     assert [run.name for run in queue.clear()] == ["kept"] and queue.runs() == []
+    assert sorted(p.name for p in (root / JOBS).iterdir() if p.is_dir()) == []
 
 
-def test_a_damaged_queue_file_is_a_sentence():
+def test_a_record_that_is_not_a_run_is_a_sentence_and_clearing_the_queue_mends_it():
     queue = RunQueue()
-    queue.path.write_text("[{\"name\": \"x\"}")
-    with pytest.raises(QueueError, match="cannot be read"):
+    queue.add(queued("x"), per_learner=1)
+    with sqlite3.connect(queue.path) as db:
+        db.execute("UPDATE jobs SET record = ?", (json.dumps({"name": "../escape"}),))
+    with pytest.raises(QueueError, match="The queue of waiting runs cannot be read"):
         queue.runs()
-    queue.path.write_text(json.dumps([{**asdict(queued("x")), "name": "../escape"}]))
-    with pytest.raises(QueueError, match="cannot be read"):
-        queue.runs()
+    assert queue.clear() == [] and queue.runs() == []
 
 
 # ---------------------------------------------------------------- the registry starts them
@@ -143,29 +147,35 @@ def test_two_slots_train_two_runs_at_once(root):
 
 def test_a_name_that_is_training_is_neither_queued_again_nor_taken_by_a_second_slot(root):
     """A Start from a page drawn before the first run took the name, and a Continue asked for twice: with two
-    slots, the second waits until the first ends rather than replacing its job (which nobody could stop then)."""
+    slots, the second is refused while the first trains (the store checks it as it adds), rather than replacing
+    its job (which nobody could stop then)."""
     registry = JobRegistry(slots=2)
     try:
         registry.enqueue(queued("same", steps=1_000_000, by="a"), per_learner=1)
-        with pytest.raises(QueueError, match="'same' is training now"):
-            registry.enqueue(queued("same", by="b"), per_learner=1)
         first = registry.get("same")
-        registry.waiting.add(queued("same", by="a"), per_learner=1)  # (as if it had slipped in)
-        assert registry.start_waiting() == [] and registry.get("same") is first
-        # a second slot is free, yet the run waits; the just-started run has no ETA yet, and nothing breaks on that
-        assert [starts for starts, _ in training.waiting_times(registry, registry.waiting.runs())] in ([None], [0.0])
-        first.stop()
-        wait_until(lambda: registry.get("same") is not first)
-        assert registry.waiting.runs() == []
+        for add in (lambda: registry.enqueue(queued("same", by="b"), per_learner=1),
+                    lambda: registry.waiting.add(queued("same", by="a"), per_learner=1)):
+            with pytest.raises(QueueError, match="'same' is training now"):
+                add()
+        assert registry.start_waiting() == [] and registry.get("same") is first and registry.waiting.runs() == []
+        # the just-started run has no ETA yet, and nothing breaks on that: the free slot starts the next at once
+        assert [starts for starts, _ in training.waiting_times(registry, [queued("next")])] == [0.0]
     finally:
         stop_all(registry)
 
 
-def test_a_run_that_cannot_be_built_stays_in_the_queue(root, monkeypatch):
+def test_a_run_whose_process_cannot_start_stays_in_the_queue(root, monkeypatch):
     registry = JobRegistry(slots=1)
     registry.waiting.add(queued("kept", by="a"), per_learner=1)
-    monkeypatch.setattr(training, "queued_job", lambda run, waiting: 1 / 0)  # (a bug, not the learner's mistake)
-    with pytest.raises(ZeroDivisionError):
+
+    def no_process(claim, on_end=None):
+        import os
+
+        os.close(claim.lock)
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(jobs, "launch", no_process)
+    with pytest.raises(OSError):
         registry.start_waiting()
     assert [run.name for run in registry.waiting.runs()] == ["kept"]
 
@@ -176,7 +186,7 @@ def test_a_restarted_server_starts_the_waiting_runs(root):
     try:
         wait_until(lambda: registry.get("waited") is not None and not registry.get("waited").state.active)
         assert registry.get("waited").state.status == "finished" and (root / "waited" / "model.safetensors").is_file()
-        assert json.loads((root / QUEUE_FILE).read_text()) == []
+        assert RunQueue(root).runs() == [] and (root / JOBS / DATABASE).is_file()
     finally:
         stop_all(registry)
 
@@ -217,14 +227,15 @@ def test_an_uploaded_corpus_waits_with_its_run_and_goes_once_it_starts(root):
     try:
         registry.enqueue(queued("long", steps=1_000_000, by="a"), per_learner=1)
         text = SOURCE.load().text.encode()
-        registry.enqueue(queued("uploaded", by="b", source={"kind": "upload", "name": "mine.txt"}), 1, upload=text)
-        assert [p.stat().st_size for p in (root / ".queue-uploads").iterdir()] == [len(text)]
+        uploaded = queued("uploaded", by="b", source={"kind": "upload", "name": "mine.txt"})
+        registry.enqueue(uploaded, 1, upload=text)
+        assert (root / JOBS / uploaded.id / "upload").stat().st_size == len(text)
         registry.get("long").stop()
         wait_until(lambda: registry.get("uploaded") is not None and not registry.get("uploaded").state.active)
         assert registry.get("uploaded").state.status == "finished"
         assert ckpt.read_meta(root / "uploaded")["corpus_source"] == {"kind": "upload", "name": "mine.txt",
                                                                        "max_chars": None}
-        assert not any((root / ".queue-uploads").iterdir())
+        assert not (root / JOBS / uploaded.id / "upload").exists()
     finally:
         stop_all(registry)
 

@@ -15,7 +15,7 @@ TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_c
 
 
 @pytest.fixture(autouse=True)
-def root(tmp_path, monkeypatch):
+def root(tmp_path, monkeypatch, runs_in_threads):
     monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
     job_registry.clear()
     yield tmp_path

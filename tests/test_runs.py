@@ -1,14 +1,19 @@
-"""gptcore.baselines and gptcore.runs: reference losses, the training job, runs on disk."""
+"""gptcore.baselines and gptcore.runs: reference losses, the training job, runs on disk.
+
+A run the app starts trains in a thread of the test process here (tests/run_helpers.py), through the queue, its
+job folder and its events, as the app's runs do in processes of their own."""
 import math
 import os
 import re
 import sys
 import threading
+import time
 import zipfile
 from io import BytesIO
 
 import pytest
 import torch
+from run_helpers import lock_held, wait_until
 
 from explorer import training
 from explorer.jobs import JOB_NICENESS, JobRefused, JobRegistry
@@ -19,10 +24,12 @@ from gptcore.config import GPTConfig
 from gptcore.corpus import generate_stories
 from gptcore.data import CorpusError
 from gptcore.errors import InputError
-from gptcore.queue import RunQueue
+from gptcore.queue import QueuedRun, RunQueue
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
+from gptcore.worker import set_up
 
+pytestmark = pytest.mark.usefixtures("runs_in_threads")
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
 SOURCE = CorpusSource("builtin", chars=20_000, seed=0)
 
@@ -36,12 +43,25 @@ def tiny_tc(**changes) -> TrainConfig:
     return TrainConfig(**{"steps": 20, "batch_size": 4, "eval_every": 10, "threads": 1, "sample_chars": 20, **changes})
 
 
-def train(corpus, out_dir, registry=None, **changes):
-    """Run a tiny new run to completion in a job; returns the job's final state."""
+def start(out_dir, registry=None, **changes):
+    """Start a tiny new run into out_dir as the app does, through the queue of out_dir's folder; its job."""
     registry = registry or JobRegistry(waiting=RunQueue(out_dir.parent))
-    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir))
+    tc = tiny_tc(**changes)
+    registry.enqueue(QueuedRun(name=out_dir.name, action="new", model=TINY.to_dict(), train=tc.to_dict(),
+                               source=SOURCE.to_dict(), work=1.0), per_learner=1)
+    return registry.get(out_dir.name)
+
+
+def train(corpus, out_dir, **changes):
+    """Run a tiny new run to completion in a job; returns the job's final state."""
+    job = start(out_dir, **changes)
     job.join(60)
     return job.snapshot()
+
+
+def train_here(corpus, out_dir, **changes) -> None:
+    """Run a tiny new run to completion in this thread: only its folder is wanted."""
+    runs.new_run(TINY, tiny_tc(**changes), corpus, SOURCE, out_dir).run()
 
 
 # ---------------------------------------------------------------- baselines
@@ -76,7 +96,7 @@ def test_bigram_val_loss_matches_a_direct_count():
 
 def test_bigram_beats_uniform_on_stories(corpus):
     trainer = runs.new_run(TINY, tiny_tc(), corpus, SOURCE, None)
-    losses = training.baseline_losses(trainer)
+    losses = set_up(trainer)  # (what a run's live panel shows before its first step)
     assert losses["uniform"] == pytest.approx(math.log(trainer.tokenizer.vocab_size))
     assert 1.5 < losses["bigram"] < losses["uniform"] - 1
 
@@ -226,10 +246,10 @@ def test_interrupted_run_is_listed_as_such_and_resumes(corpus, tmp_path):
 
 def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
     registry = JobRegistry(waiting=RunQueue(tmp_path))
-    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "long"))
+    job = start(tmp_path / "long", registry, steps=100_000)
     try:
         with pytest.raises(JobRefused, match="'long' \\(train\\) is already running"):
-            training.start_run(registry, runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "other"))
+            registry.start("demo", "concept demo", lambda job: None)
         with pytest.raises(ckpt.CheckpointError, match="is training now"):
             runs.delete_run(runs.read_run(tmp_path / "long", registry.live()), tmp_path)
     finally:
@@ -241,11 +261,17 @@ def test_registry_refuses_a_second_job_and_names_the_first(corpus, tmp_path):
 
 def test_pause_resume_stop_and_late_clicks(corpus, tmp_path):
     registry = JobRegistry(waiting=RunQueue(tmp_path))
-    job = training.start_run(registry, runs.new_run(TINY, tiny_tc(steps=100_000), corpus, SOURCE, tmp_path / "p"))
+    job = start(tmp_path / "p", registry, steps=100_000)
+    wait_until(lambda: job.state.status == "running")
     job.pause()
     assert job.state.status == "paused"
+    time.sleep(0.6)  # (the run reads its control file every 0.2 s)
+    paused_at = job.snapshot().data["step"]
+    time.sleep(0.4)
+    assert job.snapshot().data["step"] == paused_at
     job.resume()
     assert job.state.status == "running"
+    wait_until(lambda: job.snapshot().data["step"] > paused_at)
     job.pause()
     job.stop()  # a stop while paused must not hang
     job.join(60)
@@ -268,8 +294,8 @@ def test_jobs_run_at_a_lower_cpu_priority_than_the_server(tmp_path):
 
 
 def test_listing_table_curves_zip_rename_delete(corpus, tmp_path):
-    train(corpus, tmp_path / "one")
-    train(corpus, tmp_path / "two", lr=1e-3)
+    train_here(corpus, tmp_path / "one")
+    train_here(corpus, tmp_path / "two", lr=1e-3)
     listed = runs.list_runs(tmp_path)
     assert {r.name for r in listed} == {"one", "two"}
     one = next(r for r in listed if r.name == "one")
@@ -319,12 +345,12 @@ def test_a_run_another_process_is_training_cannot_be_renamed_or_deleted(tmp_path
     run = tmp_path / "busy"
     run.mkdir()
     (run / "meta.json").write_text("{}")
-    (run / locks.LOCK).write_text(str(os.getppid()))  # say, `python -m gptcore train --resume` in a terminal
     message = f"Another process \\(pid {os.getppid()}, the command line\\?\\) is training it"
-    for action in (lambda: runs.delete_run(runs.read_run(run), root=tmp_path),
-                   lambda: runs.rename_run(runs.read_run(run), "other", root=tmp_path)):
-        with pytest.raises(ckpt.CheckpointError, match=message):
-            action()
+    with lock_held(run, os.getppid()):  # say, `python -m gptcore train --resume` in a terminal
+        for action in (lambda: runs.delete_run(runs.read_run(run), root=tmp_path),
+                       lambda: runs.rename_run(runs.read_run(run), "other", root=tmp_path)):
+            with pytest.raises(ckpt.CheckpointError, match=message):
+                action()
     assert run.is_dir()
 
 
@@ -332,8 +358,8 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "meta.json").write_text('{"status": "running", "step": 3}')
-    (busy / locks.LOCK).write_text(str(os.getppid()))
-    [run] = runs.list_runs(tmp_path)
+    with lock_held(busy, os.getppid()):
+        [run] = runs.list_runs(tmp_path)
     assert run.status == "elsewhere" and f"pid {os.getppid()}" in run.blocker("continue")
     # a server killed before its run's first checkpoint leaves a lock and snapshots, and nothing to list
     dead = tmp_path / "dead"
@@ -352,22 +378,19 @@ def test_a_run_trained_elsewhere_is_shown_as_such_and_a_dead_runs_leftovers_free
 def test_a_folder_whose_name_is_not_utf8_is_listed_escaped_and_can_be_renamed_and_deleted(corpus, tmp_path):
     import pyarrow as pa
 
-    train(corpus, tmp_path / "bad\udcffname", snapshot_every=10)  # os.fsencode gives the bytes b"bad\xffname"
+    train_here(corpus, tmp_path / "bad\udcffname", snapshot_every=10)  # os.fsencode gives the bytes b"bad\xffname"
     [run] = runs.list_runs(tmp_path)
     assert run.name == "bad\\xffname" and run.path == tmp_path / "bad\udcffname" and run.status == "finished"
     frame = training.runs_frame([run])
     pa.Table.from_pandas(frame)  # what st.dataframe sends to the browser: every text must be UTF-8
     assert frame.loc[0, "run"] == "bad\\xffname"
-    registry = JobRegistry(waiting=RunQueue(tmp_path))  # the name its job is listed under is the escaped one, too
-    job = training.start_run(registry, runs.continued_run(run.path, runs.resume_config(run, 25), corpus, SOURCE))
-    job.join(60)
-    assert job.snapshot().name == "bad\\xffname" and job.snapshot().status == "finished"
+    assert runs.continued_run(run.path, runs.resume_config(run, 25), corpus, SOURCE).run() == "finished"
     from gptcore import inspector
 
     assert [s for s, _ in inspector.training_steps(run.path)] == [0, 10, 20, 25]  # the Inspect page's "Over training"
     renamed = runs.rename_run(runs.read_run(run.path), "good", tmp_path)
     assert ckpt.load_checkpoint(renamed).meta["step"] == 25
-    train(corpus, tmp_path / "bad\udcffname")
+    train_here(corpus, tmp_path / "bad\udcffname")
     runs.delete_run(runs.read_run(tmp_path / "bad\udcffname"), tmp_path)
     assert os.listdir(tmp_path) == ["good"]
 
@@ -375,7 +398,7 @@ def test_a_folder_whose_name_is_not_utf8_is_listed_escaped_and_can_be_renamed_an
 def test_a_meta_json_with_values_of_the_wrong_kind_lists_the_run_as_damaged(corpus, tmp_path):
     import json
 
-    train(corpus, tmp_path / "hurt")
+    train_here(corpus, tmp_path / "hurt")
     meta = json.loads((tmp_path / "hurt" / "meta.json").read_text())
     (tmp_path / "hurt" / "meta.json").write_text(json.dumps({**meta, "final_val_loss": "bad", "wall_time": "long"}))
     [run] = runs.list_runs(tmp_path)
@@ -399,20 +422,6 @@ def test_a_diverging_run_is_flagged_in_the_table_and_in_its_job(corpus, tmp_path
     assert str(training.diverging_warning(state)) == str(run.diverging)
     calm = train(corpus, tmp_path / "calm")
     assert calm.data["diverging"] is None and runs.read_run(tmp_path / "calm").diverging is None
-
-
-def test_a_finished_job_lets_go_of_its_trainer(corpus, tmp_path):
-    import gc
-    import weakref
-
-    registry = JobRegistry(waiting=RunQueue(tmp_path))
-    trainer = runs.new_run(TINY, tiny_tc(), corpus, SOURCE, tmp_path / "gone")
-    ids = weakref.ref(trainer.train_ids)
-    job = training.start_run(registry, trainer)
-    del trainer
-    job.join(60)
-    gc.collect()
-    assert job.snapshot().status == "finished" and ids() is None  # the registry keeps the job's state only
 
 
 # ---------------------------------------------------------------- corpus sources read back, server paths
@@ -456,9 +465,9 @@ def test_a_run_trained_elsewhere_names_its_process_even_once_its_lock_is_gone(tm
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "meta.json").write_text('{"status": "running", "step": 3}')
-    (busy / locks.LOCK).write_text(str(os.getppid()))
-    run = runs.read_run(busy)
-    (busy / locks.LOCK).unlink()  # that process finished between the listing and the click
+    with lock_held(busy, os.getppid()):
+        run = runs.read_run(busy)
+    # that process finished between the listing and the click
     assert run.status == "elsewhere" and run.holder == os.getppid()
     assert run.blocker("continue") == f"Another process (pid {os.getppid()}, the command line?) is training it now."
 
@@ -474,7 +483,7 @@ def test_a_suggested_name_is_always_a_usable_one(tmp_path):
 
 def test_the_model_summary_comes_from_the_weights_header_and_a_bug_in_it_is_not_hidden(corpus, tmp_path,
                                                                                        monkeypatch):
-    train(corpus, tmp_path / "one")
+    train_here(corpus, tmp_path / "one")
     (tmp_path / "one" / "config.json").unlink()  # only for people to read: the weights say what the model is
     run = runs.read_run(tmp_path / "one")
     assert runs.model_summary(run) == describe.describe_model(ckpt.load_checkpoint(run.path).model.cfg)
@@ -483,7 +492,7 @@ def test_the_model_summary_comes_from_the_weights_header_and_a_bug_in_it_is_not_
 
     def broken(cfg):
         raise TypeError("a bug")
-    train(corpus, tmp_path / "two")
+    train_here(corpus, tmp_path / "two")
     monkeypatch.setattr(runs, "describe_model", broken)
     with pytest.raises(TypeError, match="a bug"):
         runs.model_summary(runs.read_run(tmp_path / "two"))

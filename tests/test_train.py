@@ -1,12 +1,11 @@
 import math
 import os
-import subprocess
-import sys
 import threading
 from dataclasses import replace
 
 import pytest
 import torch
+from run_helpers import lock_held
 
 from gptcore import checkpoint as ckpt
 from gptcore import failures, locks, train
@@ -313,14 +312,12 @@ def test_shard_workers_compute_on_one_thread_each():
 def test_a_run_folder_is_trained_by_one_process_at_a_time(tmp_path):
     run = tmp_path / "locked"
     run.mkdir()
-    (run / locks.LOCK).write_text(str(os.getppid()))  # a live process that is not this one
     trainer = Trainer.fresh(TINY, TrainConfig(steps=2, batch_size=4, final_eval=False), CORPUS, out_dir=run)
-    with pytest.raises(ckpt.CheckpointError, match=f"is being trained by another process \\(pid {os.getppid()}\\)"):
-        trainer.run()
+    with lock_held(run, os.getppid()):  # a live process that is not this one
+        with pytest.raises(ckpt.CheckpointError, match=f"is being trained by another process \\(pid {os.getppid()}\\)"):
+            trainer.run()
     assert not (run / "model.safetensors").exists()
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (run / locks.LOCK).write_text(str(dead.pid))  # left by a process that died: taken over
+    assert (run / locks.LOCK).read_text() == str(os.getppid())  # left by a process that ended: taken
     assert trainer.run() == "finished" and not (run / locks.LOCK).exists()
 
 
