@@ -91,7 +91,7 @@ def progress_line(data: dict) -> str:
     step = STAGES.index(stage) + 1 if stage in STAGES else 0
     line = t("models.progress.stage", step=step, steps=len(STAGES), stage=t(f"models.stages.{stage}"),
              amount=amount(data["done"], data["total"], stage)) if step else stage
-    if data.get("eta_s") is not None:
+    if (data.get("eta_s") or 0) >= 1:
         line += t("models.progress.eta", seconds=data["eta_s"])
     return line
 
@@ -130,12 +130,12 @@ def real_model_panel(prefix: str) -> None:
             st.markdown(t("models.smollm2_intro"))
             st.button(t("models.get_smollm2"), key=f"{prefix}-get-smollm2", disabled=active, type="primary",
                       on_click=start_import, args=(SMOLLM2,), icon=":material/download:")
-        source = st.text_input(t("models.source"), key=f"{prefix}-import-source", placeholder=t("models.placeholder"),
-                               help=t("models.source_help"))
-        st.button(t("models.import"), key=f"{prefix}-import", disabled=active or not source.strip(),
-                  on_click=start_import, args=(source,))
         if error := st.session_state.pop(f"{PENDING}-error", None):
             st.error(error)
         if active:
             st.session_state[WATCHED] = (running.state.name, running.state.started)
-        st.fragment(import_status, run_every=1 if active else None)()
+        st.fragment(import_status, run_every=1 if active else None)()  # (right under the button that starts it)
+        source = st.text_input(t("models.source"), key=f"{prefix}-import-source", placeholder=t("models.placeholder"),
+                               help=t("models.source_help"))
+        st.button(t("models.import"), key=f"{prefix}-import", disabled=active or not source.strip(),
+                  on_click=start_import, args=(source,))
