@@ -497,10 +497,12 @@ def compare_view(view: Inspected, other) -> None:
              (other_name, other_key, other_tokenizer, other_run))
     for column, side in zip(st.columns(2), sides):
         with column:
-            model_side(*side, char, "inspect-compare-" + ("a" if side is sides[0] else "b"))
+            model_side(*side, view.text, char, "inspect-compare-" + ("a" if side is sides[0] else "b"))
 
 
-def model_side(name: str, key: WeightsKey, tokenizer, run: ins.Inspection, char: int, chart: str) -> None:
+def model_side(name: str, key: WeightsKey, tokenizer, run: ins.Inspection, text: str, char: int, chart: str) -> None:
+    """One model of the two: its strongest induction head on the text (as typed: run is its inspection), where that
+    head looks from the token holding character `char`, and what the model expects after that token."""
     cfg = load_cached(*key)[0].cfg
     tokens = tokenizer.kind != "char"
     st.markdown(f"#### {name}")
@@ -508,7 +510,7 @@ def model_side(name: str, key: WeightsKey, tokenizer, run: ins.Inspection, char:
                            tokenizer=say(tokenizer.describe())))
     labels = ins.token_labels(run.pieces)
     position = token_at(run.pieces, char)
-    scores = text_scores(key, run.text)
+    scores = text_scores(key, text)
     best = ins.strongest_head(scores, "induction")
     if best is None:
         layer, head = divmod(int(scores["induction"].fillna(-1).to_numpy().argmax()), cfg.n_head)
