@@ -29,7 +29,7 @@ from .ui import show_chart
 PLAY_SECONDS = 1.5  # per stage, while playing through
 NO_MODEBAR = {"displayModeBar": False}
 CAPTURE_BUDGET = 256 << 20  # bytes the capture of one traced text may take: it bounds the text on a real model
-CAPTURE_CACHE = 768 << 20  # bytes the captures of every session may take together
+CAPTURE_CACHE = 512 << 20  # bytes the captures of every session may take together
 QUICK_FLOPS = 2e10  # work the page does on its own when a tab opens (about half a second here); more waits for a click
 DEEP = 8  # layers beyond which the lens leaves out the rows after each attention sublayer unless asked
 SENDERS = 8  # the earlier heads a side-patching table lists on a model with many heads: the best restorers
@@ -89,7 +89,7 @@ def vocab_cached(key: WeightsKey) -> list[str]:
     return [tokenizer.display(i) for i in range(model.cfg.vocab_size)]
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@st.cache_resource(max_entries=4, show_spinner=False)  # (61 rows × 49k tokens: 12 MB each on a real model)
 def lens_column_cached(key: WeightsKey, ids: tuple[int, ...], position: int, attention: bool) -> interp.LensColumn:
     return interp.lens_column(load_cached(*key)[0], captured(key, ids), position, attention)
 

@@ -73,7 +73,6 @@ PATCHING_PAIRS = [
 # For a model that reads words: the password still works (its characters become short tokens), the names do not (a
 # made-up name is cut into pieces that give nothing single to copy), so two word-level pairs take their place.
 WORD_PATCHING_PAIRS = [
-    PATCHING_PAIRS[0],
     # indirect object: who receives the drink is whoever of the two names is not said again
     PatchingPair("ioi",
                  "When Mary and John went to the store, John gave a drink to",
@@ -84,6 +83,7 @@ WORD_PATCHING_PAIRS = [
                  'The secret word is "blue fox". Later I said the secret word again: "blue',
                  'The secret word is "blue cat". Later I said the secret word again: "blue',
                  " fox", " cat"),
+    PATCHING_PAIRS[0],
 ]
 
 
