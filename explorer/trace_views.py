@@ -33,6 +33,7 @@ CAPTURE_CACHE = 512 << 20  # bytes the captures of every session may take togeth
 QUICK_FLOPS = 2e10  # work the page does on its own when a tab opens (about half a second here); more waits for a click
 DEEP = 8  # layers beyond which the lens leaves out the rows after each attention sublayer unless asked
 SENDERS = 8  # the earlier heads a side-patching table lists on a model with many heads: the best restorers
+FOILS = 500  # tokens offered as the foil of an attribution
 
 
 # --- cached work -------------------------------------------------------------------------------------------------
@@ -351,7 +352,8 @@ def attribution_tab(view: Traced) -> None:
     target = left.selectbox(t("trace.attribution.target"), candidates, key=f"trace-target-{position}",
                             format_func=lambda i: t("trace.attribution.option", char=vocab[i],
                                                     real=t("trace.attribution.real") if i == real_next else ""))
-    foils = [i for i in logits.argsort(descending=True).tolist() if i != target]  # the runner-up first
+    # the runner-up first; of a real vocabulary the FOILS most likely (49k options would be sent on every rerun)
+    foils = [i for i in logits.argsort(descending=True)[:FOILS + 1].tolist() if i != target][:FOILS]
     foil = right.selectbox(t("trace.attribution.foil"), foils, key=f"trace-foil-{position}-{target}",
                            format_func=lambda i: f"'{vocab[i]}' ({float(logits[i]):.2f})",
                            help=t("trace.attribution.foil_help"))
@@ -532,8 +534,7 @@ def patching_tab(opened: Opened) -> None:
     for sweep, (run, rows) in sweeps.items():  # the longer sweeps run on request, with a progress bar
         state = f"trace-patch-{sweep}"
         sweep_key = (pair_key, tuple(picked) if sweep == "head_position" else ())
-        if st.button(t(f"trace.patching.run_{sweep}", n=len(rows), positions=len(setup.clean.ids) - setup.start),
-                     key=f"{state}-button"):
+        if st.button(t(f"trace.patching.run_{sweep}"), key=f"{state}-button"):
             shares = with_progress(t(f"trace.patching.running_{sweep}"), run, model, setup)
             st.session_state[state] = (sweep_key, shares.numpy())
         result = st.session_state.get(state)
