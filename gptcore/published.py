@@ -3,8 +3,8 @@ with the parameter count of its published weights.
 
 The concept pages set these beside the tutorial's model, so a convention they teach (grouped-query attention, RoPE's
 θ, SwiGLU's 8/3·d_model, tied embeddings) comes with a real model's own number. `context` is the published
-max_position_embeddings: the longest text the model was made for. An imported copy keeps at most
-IMPORTED_CONTEXT_CAP of it by default, to bound the memory of its RoPE tables and KV cache.
+max_position_embeddings: the longest text the model was made for (an imported copy keeps at most
+gptcore.hub.DEFAULT_MAX_CONTEXT of it by default).
 
 GPT-2 is not here: its Linear layers and LayerNorms carry biases, which GPTConfig cannot express.
 """
@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import GPTConfig
-
-IMPORTED_CONTEXT_CAP = 2048  # issue 38: an imported model's context is capped to this by default
 
 
 @dataclass(frozen=True)

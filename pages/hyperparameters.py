@@ -12,8 +12,9 @@ from gptcore.demos import hyperparams as hp
 from gptcore.demos import real_models as rm
 from gptcore.demos.anatomy import ModelShape
 from gptcore.errors import UserError
+from gptcore.hub import DEFAULT_MAX_CONTEXT
 from gptcore.inspector import token_labels
-from gptcore.published import IMPORTED_CONTEXT_CAP, SMOLLM2_135M
+from gptcore.published import SMOLLM2_135M
 
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]
@@ -63,7 +64,7 @@ with real_model_panel("hp-real"):
     table = rm.side_by_side()
     published, tied = table.iloc[1:], table.iloc[1:].query("tied")
     st.markdown(t("hyperparameters.real.body", name=SMOLLM2_135M.name, params=SMOLLM2_135M.params,
-                  cap=IMPORTED_CONTEXT_CAP, models=len(published), tied=len(tied),
+                  cap=DEFAULT_MAX_CONTEXT, models=len(published), tied=len(tied),
                   low=tied["embedding share"].min()))
     side_by_side_table(table, {"d_ff / d_model": "{:.3f}", "vocab": "{:,}", "context": "{:,}", "θ": "{:,.0f}",
                                "tied": check_mark, "parameters": "{:,}", "embedding share": PERCENT})

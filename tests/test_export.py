@@ -18,7 +18,8 @@ from gptcore import export, folders
 from gptcore.cli import main
 from gptcore.config import GPTConfig
 from gptcore.model import GPT
-from gptcore.tokenizer import END_OF_TEXT, BPETokenizer, CharTokenizer
+from gptcore.rope_layout import to_adjacent_pairs, to_rotate_half
+from gptcore.tokenizer import END_OF_TEXT, BPETokenizer, CharTokenizer, HFTokenizer
 
 transformers = pytest.importorskip("transformers", reason="transformers (the test referee) is not installed")
 
@@ -149,16 +150,24 @@ def test_tied_embeddings_are_stored_once_and_q_and_k_rows_in_rotate_half_order(r
     assert torch.equal(k[8:12], ours[8:16:2])
 
 
-def test_an_imported_models_tokenizer_goes_out_as_it_came_with_its_special_tokens_and_chat_template(tmp_path):
-    from gptcore import tokenizer as tokenizers
+def test_the_two_rope_layouts_undo_each_other():
+    # one head of 4 channels: rotate-half pairs (0, 2) and (1, 3); adjacent pairs (0, 1) and (2, 3)
+    assert to_adjacent_pairs(torch.arange(4), 4).tolist() == [0, 2, 1, 3]
+    assert to_rotate_half(torch.arange(4), 4).tolist() == [0, 2, 1, 3]
+    rows = torch.arange(3 * 8 * 5).reshape(3 * 8, 5)  # 3 heads of 8 channels, 5 columns
+    assert to_rotate_half(rows, 8)[:8, 0].tolist() == [0, 10, 20, 30, 5, 15, 25, 35]  # evens, then odds
+    assert to_adjacent_pairs(rows, 8)[8:16, 0].tolist() == [40, 60, 45, 65, 50, 70, 55, 75]  # the halves interleaved
+    assert torch.equal(to_adjacent_pairs(to_rotate_half(rows, 8), 8), rows)
+    assert torch.equal(to_rotate_half(to_adjacent_pairs(rows, 8), 8), rows)
+    assert not torch.equal(to_rotate_half(rows, 8), rows)
 
-    if not hasattr(tokenizers, "HFTokenizer"):
-        pytest.skip("gptcore.tokenizer has no HFTokenizer (an imported model's tokenizer) yet")
+
+def test_an_imported_models_tokenizer_goes_out_as_it_came_with_its_special_tokens_and_chat_template(tmp_path):
     bpe = bpe_tokenizer()
     end = bpe.encode(END_OF_TEXT)[0]
     template = "{% for m in messages %}{{ m['content'] }}<|endoftext|>{% endfor %}"
     # the model's rows padded past the tokenizer's ids, as real models pad theirs to a round number
-    imported = tokenizers.HFTokenizer(bpe.hf, vocab_size=bpe.vocab_size + 4, bos_id=end, eos_id=end,
+    imported = HFTokenizer(bpe.hf, vocab_size=bpe.vocab_size + 4, bos_id=end, eos_id=end,
                                       chat_template=template)
     cfg = GPTConfig(vocab_size=imported.vocab_size, d_model=32, n_layer=1, n_head=4, n_kv_head=1, d_ff=64, context=64,
                     tie_embeddings=True)

