@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from . import atlas, copying
 from . import checkpoint as ckpt
-from .chat import chat_prompt
+from .chat import chat_prompt, prompt_ids
 from .config import GPTConfig
 from .errors import InputError
 from .generate import check_sampling, stream
@@ -77,9 +77,7 @@ def inspect_limit(cfg: GPTConfig) -> int:
 def prepare_ids(tokenizer: Tokenizer, text: str, context: int) -> tuple[list[int], Counter, int]:
     """Token ids of the first `context` known characters, the unknown characters, and how many were cut; after
     the beginning-of-sequence token where the model was trained with one first (Llama 2, TinyLlama)."""
-    ids = tokenizer.encode(text)
-    if ids and getattr(tokenizer, "add_bos", False) and tokenizer.bos_id is not None:
-        ids = [tokenizer.bos_id, *ids]
+    ids = prompt_ids(tokenizer, text) if text else []
     return ids[:context], tokenizer.unknown(text), max(0, len(ids) - context)
 
 
