@@ -445,6 +445,7 @@ def test_a_grouped_query_trace_names_the_key_value_head_each_query_head_reads(re
     qkv = tr["L1.qkv"]
     assert qkv.description == "qkv_gqa" and qkv.parts["kv_head"].tolist() == [0, 0, 1, 1]
     assert tr["L1.pattern"].parts["kv_head"].tolist() == [0, 0, 1, 1]
+    assert tr["logits"].description == "logits_tied"  # (the readout's rows are the embedding's)
     # recomputed by hand: key/value head g is the g-th block of d_head rows after the query rows of W_qkv
     W, D, H = model.blocks[1].attn.qkv.weight.detach(), cfg.d_head, cfg.n_head
     normed = real_cap["blocks.1.hook_ln1_out"][position]

@@ -273,7 +273,8 @@ def trace(model: GPT, ids, position: int, cap: Capture | None = None, tokenizer:
     logits = cap.logits[pos]
     probs = sampling_distribution(logits, temperature, top_k)
     stages += [
-        Stage("logits", "logits", "output", "logits", logits, "logits", [source_line(fwd, "logits")]),
+        Stage("logits", "logits", "output", "logits", logits, "logits_tied" if cfg.tie_embeddings else "logits",
+              [source_line(fwd, "logits")]),
         Stage("probs", "probs", "output", "probs", probs, "probs",  # computed as generation computes it
               [code_line(sampling_distribution, "scaled = logits / temperature"),
                code_line(sampling_distribution, "scaled.masked_fill("),
