@@ -424,3 +424,18 @@ def test_a_model_of_many_heads_gets_grids_of_every_head_and_sweeps_on_request(ma
     picked = [divmod(int(i), 4) for i in best]
     np.testing.assert_allclose(np.array(chart(at, "trace-patch-head_position-figure")[0]["z"], dtype=float),
                                interp.patch_heads_by_position(model, setup, heads=picked).numpy(), atol=1e-5)
+
+
+def test_a_text_longer_than_a_trace_can_keep_is_cut_with_a_sentence(many_heads, monkeypatch):
+    from explorer import trace_views as views
+
+    model, tokenizer = many_heads
+    monkeypatch.setattr(views, "CAPTURE_BUDGET", interp.capture_bytes(model.cfg, 10))
+    at = run_page()
+    left_out = len(tokenizer.encode(ins.DEFAULT_TEXT)) - 10
+    assert [w.value for w in at.warning] == [
+        f"A trace keeps every activation of every position, and on this model 10 tokens take about "
+        f"{views.CAPTURE_BUDGET >> 20} MB: the last {left_out} tokens are left out."]
+    assert at.select_slider(key="trace-position").options == [f"{i} '{label}'" for i, label in
+                                                               enumerate(tokenizer.labels(tokenizer.encode(
+                                                                   ins.DEFAULT_TEXT)[:10]))]
