@@ -42,7 +42,7 @@ SIDES = ("q", "k", "v")  # the three inputs of a head, each a projection of the 
 
 @torch.no_grad()
 def effects(model: GPT, cap: Capture, position: int, target: int, foil: int, means: dict[str, torch.Tensor],
-            batch: int = 64, progress: Progress | None = None) -> pd.DataFrame:
+            batch: int | None = None, progress: Progress | None = None) -> pd.DataFrame:
     """Per head and FFN: its direct, indirect and total effect on logit(target) − logit(foil) at position.
 
     The total effect is what mean-ablating the component (to its mean over a reference text) costs the difference.

@@ -117,7 +117,7 @@ def ablation_runs(model: GPT, cap: Capture, batches: list[list[str]], mode: str,
 
 
 def ablated_logits(model: GPT, cap: Capture, batches: list[list[str]], mode: str = "zero",
-                   means: dict[str, torch.Tensor] | None = None, batch: int = 64) -> torch.Tensor:
+                   means: dict[str, torch.Tensor] | None = None, batch: int | None = None) -> torch.Tensor:
     """(len(batches), T, V): the text's logits with each row's set of components switched off."""
     runs = ablation_runs(model, cap, batches, mode, means)
     return run_batched(model, _captured(model, cap), runs, lambda final: read_logits(model, final), batch)
@@ -202,7 +202,7 @@ def _mean_losses(model: GPT, ids: torch.Tensor):
 
 
 def ablation_sweep(model: GPT, cap: Capture, mode: str = "zero", names: list[str] | None = None,
-                   batch: int = 64, progress: Progress | None = None,
+                   batch: int | None = None, progress: Progress | None = None,
                    means: dict[str, torch.Tensor] | None = None) -> pd.DataFrame:
     """Switch each component off on its own (default: every head); rank them by the loss it costs the text.
 

@@ -22,6 +22,7 @@ Progress = Callable[[int, int], None]  # (done, total)
 Edit = Callable[[torch.Tensor], torch.Tensor]  # an activation in, the activation to use instead out
 UNBATCHED = {"hook_pos_embed"}  # the same position rows go into every sequence: (T, d_model), no batch dimension
 LOGITS_BYTES = 64 << 20  # logits computed at once when a readout covers many rows (49k-token vocabularies)
+POSITIONS_AT_ONCE = 4096  # positions (runs × tokens) a wave of runs computes at once: large products, bounded memory
 
 
 @dataclass
@@ -172,13 +173,14 @@ def _run_wave(model: GPT, base: Callable[[int], torch.Tensor], wave: list[Run], 
 
 
 def run_batched(model: GPT, base: Callable[[int], torch.Tensor], runs: list[Run],
-                read: Callable[[torch.Tensor], torch.Tensor], batch: int = 64, start: int = 0,
+                read: Callable[[torch.Tensor], torch.Tensor], batch: int | None = None, start: int = 0,
                 prefix: Capture | None = None, progress: Progress | None = None) -> torch.Tensor:
     """read(final residual stream) of every run, in the runs' order: (len(runs), …).
 
     Each run enters the blocks at its own layer, where the stream is base(layer) (T', d_model) unless it brings its
     own, and the blocks before that are never run again: their output is the same for every run. The runs go in
-    waves of up to `batch`, sorted by layer; within a wave the batch grows as the later runs join at their layer.
+    waves of up to `batch` (by default as many as make POSITIONS_AT_ONCE positions), sorted by layer; within a wave
+    the batch grows as the later runs join at their layer.
     progress(done, len(runs)) follows the work: the blocks each run goes through, and its readout.
 
     With start > 0 the runs cover the positions start … start + T' − 1 only: every run must agree with `prefix` (a
@@ -187,6 +189,9 @@ def run_batched(model: GPT, base: Callable[[int], torch.Tensor], runs: list[Run]
     see the difference.
     """
     order = sorted(range(len(runs)), key=lambda i: runs[i].layer)
+    first_run = runs[order[0]]
+    T = len(base(first_run.layer) if first_run.stream is None else first_run.stream)
+    batch = batch or max(1, POSITIONS_AT_ONCE // T)
     work = sum(model.cfg.n_layer - run.layer + 1 for run in runs)  # a block per row, and the readout
     done = 0
 

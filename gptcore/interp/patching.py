@@ -210,7 +210,7 @@ def patching_setup(model: GPT, tokenizer: Tokenizer, clean: str, corrupted: str,
     return setup
 
 
-def suffix_sweep(model: GPT, setup: PatchingSetup, runs: list[Run], batch: int = 64,
+def suffix_sweep(model: GPT, setup: PatchingSetup, runs: list[Run], batch: int | None = None,
                  progress: Progress | None = None) -> torch.Tensor:
     """(len(runs),): the share of the difference each run restores. The runs are patched versions of the corrupted
     prompt from its first differing position on (setup.start): their streams and edits cover those positions only,
@@ -241,15 +241,16 @@ def _head_run(setup: PatchingSetup, layer: int, head: int, position: int | None 
     return Run(layer, {hook: partial(_put_head, head=head, clean=setup.clean[hook][start:], at=at)})
 
 
-def patch_heads(model: GPT, setup: PatchingSetup, batch: int = 64, progress: Progress | None = None) -> torch.Tensor:
+def patch_heads(model: GPT, setup: PatchingSetup, batch: int | None = None,
+                progress: Progress | None = None) -> torch.Tensor:
     """(L, H): share restored by copying one head's output (its z, at every position) from clean to corrupted."""
     L, H = model.cfg.n_layer, model.cfg.n_head
     runs = [_head_run(setup, layer, head) for layer in range(L) for head in range(H)]
     return suffix_sweep(model, setup, runs, batch, progress).view(L, H)
 
 
-def _cells(shape: tuple[int, int], runs: dict[tuple[int, int], Run], model: GPT, setup: PatchingSetup, batch: int,
-           progress: Progress | None) -> torch.Tensor:
+def _cells(shape: tuple[int, int], runs: dict[tuple[int, int], Run], model: GPT, setup: PatchingSetup,
+           batch: int | None, progress: Progress | None) -> torch.Tensor:
     """A (rows, T) table of shares: the cells with a run get its share, the others (positions before the prompts
     differ, where clean and corrupted are the same) 0."""
     shares = torch.zeros(shape)
@@ -258,7 +259,8 @@ def _cells(shape: tuple[int, int], runs: dict[tuple[int, int], Run], model: GPT,
     return shares
 
 
-def patch_residual(model: GPT, setup: PatchingSetup, batch: int = 64, progress: Progress | None = None) -> torch.Tensor:
+def patch_residual(model: GPT, setup: PatchingSetup, batch: int | None = None,
+                   progress: Progress | None = None) -> torch.Tensor:
     """(L + 1, T): share restored by copying the residual stream at one position, after the embedding (row 0) or
     after block i (row i + 1)."""
     T, start, n_layer = len(setup.clean.ids), setup.start, model.cfg.n_layer
@@ -273,7 +275,8 @@ def patch_residual(model: GPT, setup: PatchingSetup, batch: int = 64, progress: 
     return _cells((rows, T), runs, model, setup, batch, progress)
 
 
-def patch_heads_by_position(model: GPT, setup: PatchingSetup, batch: int = 64, progress: Progress | None = None,
+def patch_heads_by_position(model: GPT, setup: PatchingSetup, batch: int | None = None,
+                            progress: Progress | None = None,
                             heads: list[tuple[int, int]] | None = None) -> torch.Tensor:
     """(len(heads), T): share restored by copying one head's output at one position; heads are (layer, head)
     pairs, every head of every layer by default."""
