@@ -5,6 +5,10 @@ the Patching tab shows the composition that accounts for the difference (gptcore
 
 Each tab takes a `Traced` (the checkpoint, the text and the traced position) rather than reading the page's
 globals; the forward passes behind them are cached per checkpoint version, device and text, so a click redraws.
+
+The same tabs open a real model (SmolLM2: 30 layers of 9 heads, a 49k-token vocabulary): what takes more than about
+half a second (the lens at every nearby position, the total effects, the sweeps) waits for a click and shows its
+progress, and the figures that list every head become one layer × head grid.
 """
 from __future__ import annotations
 
