@@ -7,6 +7,7 @@ flags, the Train page's widgets and the validation all agree with them, field by
 from __future__ import annotations
 
 import argparse
+import ast
 import subprocess
 import sys
 import textwrap
@@ -175,3 +176,55 @@ def test_the_start_page_and_the_sidebar_draw_without_torch():
     """)
     assert result.returncode == 0, result.stderr
     assert "torch loaded: False background load asked: [True]" in result.stdout, result.stdout + result.stderr
+
+
+def import_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """{module: the project modules it imports}, from every import statement, inside functions too."""
+    paths = {}
+    for package in packages:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in paths.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]) if node.level \
+                    else node.module
+                base = base.rstrip(".")
+                found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+        deps = set()
+        for dep in found:  # the module itself, or the package that holds the imported name
+            while dep and dep not in paths:
+                dep = dep.rpartition(".")[0]
+            if dep and dep != name:
+                deps.add(dep)
+        graph[name] = deps
+    return graph
+
+
+def test_no_module_of_the_library_the_app_or_the_benchmarks_is_part_of_an_import_cycle():
+    graph = import_graph(("gptcore", "explorer", "bench"))
+    assert "gptcore.model" in graph["gptcore.train"]
+    done: set[str] = set()
+
+    def visit(name: str, chain: list[str]) -> None:
+        if name in chain:
+            raise AssertionError("import cycle: " + " -> ".join(chain[chain.index(name):] + [name]))
+        if name not in done:
+            for dep in sorted(graph[name]):
+                visit(dep, chain + [name])
+            done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_the_library_never_imports_the_benchmarks():
+    graph = import_graph(("gptcore", "bench"))
+    assert not [name for name, deps in graph.items()
+                if name.startswith("gptcore") and any(dep.startswith("bench") for dep in deps)]
