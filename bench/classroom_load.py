@@ -2,6 +2,7 @@
 
     python -m bench.classroom_load --learners 1 5 10 20              N learners in turn, each N for --seconds
     python -m bench.classroom_load --learners 20 --training          the same while a run trains
+    python -m bench.classroom_load --learners 20 --training-in-app   ... a run a learner started on the Train page
     python -m bench.classroom_load --url URL --pid PID ...           a server that is already running
 
 It starts one `streamlit run app.py` (headless, on a private copy of the shipped checkpoint) and, for each N,
@@ -14,8 +15,12 @@ stages, the √d_k concept page's slider), starting at a random point of it, and
 
 Answer time: the message sent -> that rerun's script_finished, so the server's part only (no drawing).
 CPU per interaction: the server process's user + system time over the window (/proc/PID/stat, every thread),
-divided by the answers in it. With --training a CLI run trains in a process of its own at nice 10 (as the app's
-jobs run), so the server's CPU is its own. Memory: the server's resident set with the N sessions connected.
+divided by the answers in it. With --training a CLI run trains in a process of its own at nice 10, so the server's
+CPU is its own. With --training-in-app a learner starts the run on the Train page (the form as a URL gives it: the
+tutorial's model on 300,000 characters of built-in stories), so it trains however the app under test trains: a
+thread of the server at nice 10 before each run became a process of its own, a process at nice 10 since (the
+server's CPU then counts the run's when it is a thread). Memory: the server's resident set with the N sessions
+connected.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlencode
 
 from .common import ROOT, load_summary
 from .common import app_server as common_app_server
@@ -61,6 +67,7 @@ class Learner:
 
     def __init__(self, url: str):
         self.url = url.replace("http", "ws", 1) + "/_stcore/stream"
+        self.query = ""  # the URL's query string the pages see
         self.pages: dict[str, str] = {}  # url path ("inspector") -> page_script_hash
         self.page_hash = ""
         self.widgets: dict[str, Widget] = {}  # by the page's key
@@ -85,7 +92,7 @@ class Learner:
 
         msg = BackMsg()
         state = msg.rerun_script
-        state.query_string = ""
+        state.query_string = self.query
         state.page_script_hash = self.page_hash if page_hash is None else page_hash
         state.page_name = page_name
         state.fragment_id = fragment
@@ -331,6 +338,25 @@ def training_run(checkpoints: Path):
         proc.wait(60)
 
 
+@contextmanager
+def run_started_in_app(url: str, checkpoints: Path):
+    """A run started from the Train page, as a learner clicks Start; it trains for as long as the block lasts (the
+    server's end ends it)."""
+    async def start() -> None:
+        learner = Learner(url)
+        learner.query = urlencode({"tr_builtin_chars": 300_000, "tr_t_steps": 100_000, "tr_name": "lesson"})
+        await learner.connect()
+        await learner.open("training")
+        await learner.change("tr_start", lambda widget: True)
+        await learner.close()
+
+    asyncio.run(start())
+    time.sleep(10)  # past the corpus and start-up: training from here on
+    if not (checkpoints / "lesson").is_dir():
+        raise RuntimeError("the run started on the Train page is not training")
+    yield None
+
+
 def quantile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
@@ -460,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learners", type=int, nargs="+", default=[1, 5, 10, 20])
     parser.add_argument("--seconds", type=float, default=40, help="measured time per N")
     parser.add_argument("--training", action="store_true", help="a CLI run trains the whole time")
+    parser.add_argument("--training-in-app", action="store_true",
+                        help="a run started on the Train page trains the whole time, as the app trains it")
     parser.add_argument("--pause", type=float, nargs=2, default=(2.0, 4.0), help="a learner's pause after an answer")
     parser.add_argument("--url", help="a server that is already running (with --pid)")
     parser.add_argument("--pid", type=int, help="the running server's process id")
@@ -478,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         with server as (url, pid):
             asyncio.run(warm_up(url))
             print(f"server RSS after one learner's lesson: {rss_mb(pid):.0f} MB")
-            with training_run(folder) if args.training else running(None) as trainer:
+            training = training_run(folder) if args.training else \
+                run_started_in_app(url, folder) if args.training_in_app else running(None)
+            with training as trainer:
                 rounds = []
                 for n in args.learners:
                     rounds.append(asyncio.run(one_round(url, pid, n, args.seconds, args.seed + n, args.pause)))

@@ -261,7 +261,8 @@ class RunJob:
                 "running" if self._set_up else "starting"
             return
         self._read()  # (what it wrote just before it ended)
-        if self._ending is None:  # gone without a word, and its starter too (kill -9 of both)
+        told_soon = self.waiter is not None and self.waiter.is_alive()  # (this server's waiter writes how it ended)
+        if self._ending is None and not told_soon:  # gone without a word, and its starter too (kill -9 of both)
             self._end({"event": "exit", "code": None})
 
     def _read(self) -> None:

@@ -88,7 +88,8 @@ def sidebar() -> None:
         step, total = s.data.get("step"), s.data.get("total_steps")
         where = format_step(step, total) if step is not None and total is not None else f"{s.progress:.0%}"
         icon = {"running": "play_circle", "paused": "pause_circle", "stopping": "stop_circle",
-                "finished": "check_circle", "stopped": "stop_circle", "failed": "error"}.get(s.status, "circle")
+                "finished": "check_circle", "stopped": "stop_circle", "failed": "error",
+                "interrupted": "error"}.get(s.status, "circle")
         st.caption(t("sidebar.job", icon=icon, kind=t(f"ui.job_kind.{s.kind}"), name=s.name, where=say(where),
                      status=t(f"ui.status.{s.status}")))
 

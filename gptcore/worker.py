@@ -14,12 +14,14 @@ one run and exits. The run's process and whoever watches it share only files in 
 The process holds the job's lock for as long as it lives. A run whose process dies without saying how it ended
 (a kill -9, the out-of-memory killer, a crash in native code) has ended all the same: it is interrupted, and its
 folder keeps its last checkpoint, from which it continues.
+
+The server imports this module to start and watch runs, before torch has loaded; what only a run's process needs
+(the Trainer, torch) is imported inside the functions that train.
 """
 from __future__ import annotations
 
 import faulthandler
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -33,8 +35,6 @@ from pathlib import Path
 from . import fs
 from .errors import Message, UserError, message, message_record
 from .queue import Claim, QueuedRun, QueueError, RunQueue
-
-log = logging.getLogger(__name__)
 
 NICENESS = 10  # a run's CPU priority: 0 is normal, 19 the lowest; the server answering its learners comes first
 POLL_S = 0.2  # how often a run reads its control file, and a worker looks for a run to start
@@ -275,26 +275,22 @@ def train_folder(folder: Path) -> int:
 
 
 def _train(folder: Path, events: EventLog) -> int:
-    from .failures import Diverged, diverged_message, last_checkpoint_step
+    """Make the run's Trainer and train it, steered by control.json; how it ended is the last event written."""
+    from .failures import Diverged, diverged_message
     from .train import TrainControl
 
-    queue = RunQueue(folder.parent.parent)
-    trainer = None
+    queue, control, trainer = RunQueue(folder.parent.parent), TrainControl(), None
+    if threading.current_thread() is threading.main_thread():  # (a Ctrl-C at the server's terminal reaches its
+        for sig in (signal.SIGINT, signal.SIGTERM):             # runs too: each stops, saved)
+            signal.signal(sig, lambda *_: control.request_stop())
+    watcher = ControlFile(folder, control)
+    watcher.start()
     try:
         run = QueuedRun.from_dict(json.loads((folder / "run.json").read_text(encoding="utf-8")))
         trainer = trainer_for(run, queue.upload_of(run), queue.root)
         queue.drop_upload(run)
         events.write("setup", **set_up(trainer))
-        control = TrainControl()
-        if threading.current_thread() is threading.main_thread():  # (a Ctrl-C at the server's terminal reaches
-            for sig in (signal.SIGINT, signal.SIGTERM):             # its runs too)
-                signal.signal(sig, lambda *_: control.request_stop())
-        watcher = ControlFile(folder, control)
-        watcher.start()
-        try:
-            trainer.run(reporter(events, trainer), control)
-        finally:
-            watcher.done.set()
+        trainer.run(reporter(events, trainer), control)
         return 0
     except Diverged as e:
         said = diverged_message(e, trainer.out_dir) if trainer is not None else e.message
@@ -304,18 +300,18 @@ def _train(folder: Path, events: EventLog) -> int:
         events.write("failed", message=message_record(e.message), time=time.time())
         return 2
     except BaseException as e:
-        out_dir = trainer.out_dir if trainer is not None else None
-        kept = last_checkpoint_step(out_dir) if out_dir is not None else None
         if out_of_memory(e):
             said = message("worker.out_of_memory", "it ran out of memory at step {step:,} ({error}).",
                            step=trainer.step + 1 if trainer is not None else 0, error=f"{type(e).__name__}: {e}"[:200])
-            events.write("interrupted", message=message_record(said), kept=kept, time=time.time())
+            events.write("interrupted", message=message_record(said), time=time.time())
             return 4
         events.write("failed", message=message_record(message(
             "jobs.bug", "An unexpected error stopped it: {error}", error=f"{type(e).__name__}: {e}")),
-            traceback=traceback.format_exc(), kept=kept, time=time.time())
-        traceback.print_exc()
+            traceback=traceback.format_exc(), time=time.time())
+        traceback.print_exc()  # (into output.log)
         return 1
+    finally:
+        watcher.done.set()
 
 
 # ---------------------------------------------------------------- a worker: the queue's runs, N at a time
