@@ -323,7 +323,7 @@ class RunJob:
                         "table.", step=kept) if kept is not None else \
             message("jobs.none_kept", "It had saved no checkpoint yet.")
         why = said or exit_message(event.get("code"))
-        s.message = message("jobs.interrupted", "The run stopped before its end: {why} {saved}", why=why, saved=saved)
+        s.message = message("jobs.interrupted", "The run stopped before its end: {why}. {saved}", why=why, saved=saved)
 
     def _control(self, *from_statuses: str, pause: bool, stop: bool) -> None:
         if self.state.status in from_statuses:

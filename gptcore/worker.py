@@ -139,10 +139,10 @@ def exit_message(code: int | None) -> Message:
         except ValueError:
             name = str(-code)
         return message("worker.killed", "its process was killed by the signal {signal} (a kill -9, or the system "
-                       "ran out of memory).", signal=name)
+                       "ran out of memory)", signal=name)
     if code is None:
-        return message("worker.gone", "its process ended without a word.")
-    return message("worker.exit", "its process ended with exit status {code} without saying why.", code=code)
+        return message("worker.gone", "its process ended without a word")
+    return message("worker.exit", "its process ended with exit status {code} without saying why", code=code)
 
 
 # ---------------------------------------------------------------- the run's process
@@ -301,7 +301,7 @@ def _train(folder: Path, events: EventLog) -> int:
         return 2
     except BaseException as e:
         if out_of_memory(e):
-            said = message("worker.out_of_memory", "it ran out of memory at step {step:,} ({error}).",
+            said = message("worker.out_of_memory", "it ran out of memory at step {step:,} ({error})",
                            step=trainer.step + 1 if trainer is not None else 0, error=f"{type(e).__name__}: {e}"[:200])
             events.write("interrupted", message=message_record(said), time=time.time())
             return 4
