@@ -122,6 +122,7 @@ class RunQueue:
 
     def __init__(self, root: Path | None = None):
         self._root = root
+        self._made = False  # (this object has seen the store's table made)
         self.notice: Message | None = None  # said once the store was found damaged and rebuilt
 
     @property
@@ -143,11 +144,18 @@ class RunQueue:
     # ------------------------------------------------------------ the database
 
     def _connect(self) -> sqlite3.Connection:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """A connection to the store (made, in WAL mode, by the first; WAL stays the file's mode)."""
+        self._made = self._made and self.path.exists()  # (deleted meanwhile: made again)
+        if not self._made:
+            self.folder.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)  # (transactions said explicitly)
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(SCHEMA)
+            # NORMAL: a commit is on disk at the next checkpoint; a power cut may lose the last change, never the file
+            connection.execute("PRAGMA synchronous=NORMAL")
+            if not self._made:
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute(SCHEMA)
+                self._made = True
         except BaseException:
             connection.close()
             raise
@@ -197,6 +205,7 @@ class RunQueue:
                 except (OSError, ValueError, TypeError):
                     log.warning("left out of the rebuilt queue: %s", run_file)
             runs.sort(key=lambda run: run.queued_at)
+            self._made = False
             with closing(self._connect()) as connection:
                 for seq, run in enumerate(runs, 1):
                     folder = self.job_folder(run.id)
