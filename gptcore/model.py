@@ -175,7 +175,8 @@ class Attention(nn.Module):
             k, v = cache.extend(k, v)
         # A single new query may see every cached key; a block of T queries over T keys needs the mask.
         causal = self.causal and T > 1
-        if self.hook_scores.active or self.hook_pattern.active:
+        # SDPA's is_causal lines the mask up from the first key: right only when there are as many keys as queries
+        if self.hook_scores.active or self.hook_pattern.active or (causal and k.shape[2] != T):
             y = self._explicit(q, k, v, causal)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale)

@@ -207,3 +207,14 @@ def test_the_tutorials_defaults_draw_the_same_weights_whatever_the_real_model_op
     explicit = GPT(GPTConfig(n_kv_head=4, head_dim=32, tie_embeddings=False, qkv_bias=False, rope_scaling="none"))
     assert default.num_params() == explicit.num_params() == 810_624
     assert all(torch.equal(a, b) for a, b in zip(default.state_dict().values(), explicit.state_dict().values()))
+
+
+def test_several_new_tokens_after_a_cache_see_the_cached_keys_and_each_other_causally():
+    m = GPT(GPTConfig(vocab_size=50, d_model=32, n_layer=2, n_head=4, d_ff=64, context=32)).eval()
+    ids = torch.randint(50, (1, 12), generator=torch.Generator().manual_seed(2))
+    caches = [LayerCache() for _ in m.blocks]
+    with torch.no_grad():
+        m(ids[:, :7], caches=caches)
+        continued = m(ids[:, 7:], caches=caches, start=7)[0]
+        whole = m(ids)[0]
+    assert torch.allclose(continued, whole[:, 7:], atol=1e-5)
