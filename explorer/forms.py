@@ -36,7 +36,7 @@ from gptcore.texts import DOWNLOAD_CACHE
 from gptcore.tokenizer import CharTokenizer
 
 from .i18n import LANGUAGES, catalog, choice, help_text, label, language, say, t
-from .ui import job_registry
+from .ui import grid, job_registry
 
 ss = st.session_state
 PREFIX = {GPTConfig: "tr_m_", TrainConfig: "tr_t_"}
@@ -46,6 +46,7 @@ DEFAULT_RECIPE = "tutorial" if "tutorial" in RECIPES else next(iter(RECIPES))
 TUTORIAL = GPTConfig()  # at vocab 74, the distinct characters of the tutorial's copy of TinyStories
 KEEP = {"bind": "query-params", "persist_state": "session"}  # survives reloads (URL) and page switches
 KEEP_CHOICE = {"persist_state": "session"}  # the URL keeps its identifier: keep_choices_in_url
+FIELD_WIDTH = 8.5  # rem: a field's narrowest, for a select box's value and a number input's ± buttons
 MANY_CHARACTERS = 1_000  # from here on the two character tables are the story of the parameter count
 
 
@@ -201,20 +202,17 @@ def field_widget(container, s: Setting, key: str, default) -> None:
                                **common)
 
 
-def field_inputs(cls, columns) -> dict[str, Message]:
-    """Every widget field of cls, alternating between two columns, its problem (if any) under it.
-
-    A field that does not apply now (warmup with a constant schedule) leaves its slot empty, so no other field
-    changes column. Returns {field name: message} of the invalid ones.
-    """
-    preset, found = recipe_configs()[cls], {}
-    for i, s in enumerate(widget_settings(cls)):
-        if not shown(s, cls):
+def field_inputs(cls, key: str) -> dict[str, Message]:
+    """Every widget field of cls in the settings table's order, in a grid of as many columns as the page has room
+    for (ui.grid), each field's problem (if any) under it. Returns {field name: message} of the invalid ones."""
+    preset, found, fields = recipe_configs()[cls], {}, grid(FIELD_WIDTH, key)
+    for s in widget_settings(cls):
+        if not shown(s, cls):  # (warmup with a constant schedule)
             continue
-        column, key = columns[i % 2], PREFIX[cls] + s.name
-        field_widget(column, s, key, getattr(preset, s.name))
-        if (message := s.problem(ss.get(key))) is not None:
-            column.error(say(message))
+        field, widget_key = fields.container(), PREFIX[cls] + s.name
+        field_widget(field, s, widget_key, getattr(preset, s.name))
+        if (message := s.problem(ss.get(widget_key))) is not None:
+            field.error(say(message))
             found[s.name] = message
     return found
 

@@ -25,7 +25,7 @@ from gptcore.model import GPT
 from . import inspector_figures as figs
 from .checkpoints import UNREADABLE, Opened, WeightsKey, is_imported, load, load_cached, reason, weights_key
 from .i18n import catalog, language, say, t
-from .ui import shared_chart, show_chart, show_source, story_break_note, with_story_breaks
+from .ui import shared_chart, show_chart, show_source, story_break_note, with_story_breaks, wrapping_columns
 
 LOSS_CAP = 4.0  # nats; about ln(vocab): a character this surprising is drawn fully red
 SCORE_SOURCES = ("repeated", "text")  # random characters shown twice (the copying test), or the text above
@@ -209,7 +209,7 @@ def layer_and_head(view: Inspected) -> tuple[int, int]:
         head = st.segmented_control(t("inspector.attention.head"), range(cfg.n_head), key="inspect-head",
                                     required=True, persist_state=KEEP, format_func=head_names.__getitem__)
         return layer, head
-    left, right = st.columns([1, 1])
+    left, right = wrapping_columns(2, 19, key="inspect-layer-head")  # (one above the other on a projector)
     layer_names = [t("inspector.attention.layer_option", n=n) for n in range(cfg.n_layer)]
     layer = left.segmented_control(t("inspector.attention.layer"), range(cfg.n_layer), key="inspect-layer",
                                    required=True, persist_state=KEEP, format_func=layer_names.__getitem__)

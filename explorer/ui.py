@@ -7,6 +7,7 @@ import logging
 import re
 import sys
 import threading
+import unicodedata
 
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
@@ -72,8 +73,53 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
         return right
 
 
+# One stylesheet for every page, so that a narrow screen (a 1024-pixel projector) reflows a page instead of squeezing
+# it. Streamlit's rows of columns wrap a column that cannot get its minimum width onto the next line; Streamlit gives
+# them none, so a number input lost its ± (hidden below 7.5rem), a select box its value and a label its words:
+# - a column holding a widget or a number is at least 8rem wide (or as wide as its row, where that is less), one
+#   holding a chart 22rem: a chart beside another moves under it, where it keeps room for its title;
+# - a label, a button, a number or a link wraps between words instead of being cut short with an ellipsis or broken
+#   inside a word; a row of toggle buttons (segmented control) or of chosen options (multiselect) wraps instead of
+#   hiding its ends.
+LAYOUT_STYLE = """<style>
+[data-testid=stColumn]:has(input, button, [data-testid=stMetric]) {min-width: min(100%, 8rem);}
+[data-testid=stColumn]:has([data-testid=stPlotlyChart]) {min-width: min(100%, 22rem);}
+[data-testid=stMain] :is(.stMarkdownEllipsis, [data-testid=stPageLink-NavLink] span),
+[data-testid=stMain] :is(.stMarkdownEllipsis, [data-testid=stPageLink-NavLink] span) p
+  {white-space: normal; overflow: visible; text-overflow: clip;}
+[data-testid=stMain] :is([data-testid=stWidgetLabel], [data-testid=stMetricLabel], .stMarkdownEllipsis) p
+  {overflow-wrap: normal; word-break: normal;}
+[data-testid=stMain] :is([data-testid=stButtonGroup] > div, [data-testid=stMultiSelectTagsContainer])
+  {flex-wrap: wrap; overflow: visible;}
+</style>"""
+
+
+def _row_of(key: str) -> str:
+    """CSS selector of the columns of the row in the container `key` (Streamlit wraps the row in a layout div)."""
+    return f":is(.st-key-{key}, .st-key-{key} > *) > [data-testid=stHorizontalBlock] > [data-testid=stColumn]"
+
+
+def wrapping_columns(spec, min_width: float, key: str, **options):
+    """st.columns whose columns are never narrower than `min_width` rem: where the page is too narrow for all of
+    them side by side, the last ones move to the next line (sections stack) instead of squeezing their widgets."""
+    box = st.container(key=key)
+    box.html(f"<style>{_row_of(key)} {{min-width: min(100%, {min_width}rem);}}</style>")
+    return box.columns(spec, **options)
+
+
+def grid(min_width: float, key: str):
+    """A container whose elements flow in reading order into as many equal columns as fit, each at least
+    `min_width` rem wide: six fields in a row on a wide screen, three in two rows on a projector. Put each field
+    with what belongs to it (its error) in a container of its own."""
+    box = st.container(key=key)
+    box.html(f"<style>.st-key-{key} {{display: grid; grid-template-columns: repeat(auto-fill, minmax("
+             f"min(100%, {min_width}rem), 1fr)); align-items: start;}}</style>")
+    return box
+
+
 def sidebar() -> None:
     registry = job_registry()
+    st.html(LAYOUT_STYLE)
 
     def job_status():  # one line about the background job, refreshed while it runs
         job = registry.active() or registry.latest("train")
@@ -111,17 +157,62 @@ def show_chart(fig, key: str, where=None, config: dict | None = None, **options)
 
     Every chart of the app goes through here, so no title or legend is ever drawn under the toolbar."""
     config = {**CHART_CONFIG, **(config or {})}
-    if config.get("displayModeBar", True) and not config.get("staticPlot") and not getattr(fig, "_shared", False):
-        clear_toolbar_band(fig)
+    if not getattr(fig, "_shared", False):
+        fit_title(fig)
+        if config.get("displayModeBar", True) and not config.get("staticPlot"):
+            clear_toolbar_band(fig)
     return (where or st).plotly_chart(fig, key=key, config=config, **options)
 
 
 def shared_chart(fig):
     """A figure made ready for show_chart once, to be cached and drawn by every session as it is: show_chart then
     reads it and never changes it, so sessions drawing it at once on their own threads see the same figure."""
+    fit_title(fig)
     clear_toolbar_band(fig)
     fig._shared = True
     return fig
+
+
+TITLE_ROOM = 520  # px: the width of a chart across the page on a 1024-pixel screen, less the title's padding
+
+
+def text_width(text: str, size: float) -> float:
+    """About how many pixels `text` takes at font size `size`: a Chinese character a square, a Latin one (in the
+    app's font, space included) 0.4 of one."""
+    return sum(size if unicodedata.east_asian_width(c) in "WF" else 0.4 * size for c in text)
+
+
+# a word and the space after it; a Chinese character is a word of its own
+WORDS = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]|[^\s\u2e80-\u9fff\uff00-\uffef]+\s*|\s+")
+
+
+def broken_lines(text: str, room: float, size: float) -> str:
+    """`text` broken into lines of at most `room` pixels between words (between characters in Chinese); a text
+    with markup other than line breaks is left as it is."""
+    if re.search(r"<(?!br>)", text):
+        return text
+    lines = []
+    for line in text.split("<br>"):
+        lines.append("")
+        for word in WORDS.findall(line):
+            if lines[-1].strip() and text_width(lines[-1] + word.rstrip(), size) > room:
+                lines[-1] = lines[-1].rstrip()
+                lines.append("")
+            lines[-1] += word
+    return "<br>".join(line.rstrip() for line in lines)
+
+
+def fit_title(fig) -> None:
+    """Break the title and the subplot titles too long for a chart across a projector's page into lines: Plotly
+    cuts them at the chart's edge. A subplot title has its subplot's share of the width."""
+    layout = fig.layout
+    if layout.title.text:
+        layout.title.text = broken_lines(layout.title.text, TITLE_ROOM, layout.title.font.size or 17)
+    domains = [axis.domain for axis in fig.select_xaxes() if axis.domain] if len(layout.annotations) else []
+    for note in layout.annotations:
+        if note.text and note.xref == "paper" and (note.y or 0) >= 1:  # a subplot title, over its subplot
+            share = next((b - a for a, b in domains if a <= (note.x or 0) <= b), 1)
+            note.text = broken_lines(note.text, share * TITLE_ROOM, note.font.size or 16)
 
 
 def clear_toolbar_band(fig) -> None:
@@ -132,8 +223,8 @@ def clear_toolbar_band(fig) -> None:
     if layout.legend.orientation == "h" and (layout.legend.y or 0) >= 1:
         layout.legend.update(y=1, yanchor="bottom")
         stacked += TEXT_LINE
-    if any(note.yref == "paper" and (note.y or 0) >= 1 for note in layout.annotations):  # subplot titles
-        stacked = max(stacked, TEXT_LINE)
+    if titles := [note for note in layout.annotations if note.yref == "paper" and (note.y or 0) >= 1]:  # subplot titles
+        stacked = max(stacked, TEXT_LINE * max((note.text or "").count("<br>") + 1 for note in titles))
     if layout.title.text:
         layout.title.update(y=1, yref="paper", yanchor="bottom", pad_b=stacked + 6)
         stacked += TEXT_LINE * (layout.title.text.count("<br>") + 1) + 6

@@ -19,10 +19,10 @@ cfg, tokenizer = opened.model.cfg, opened.tokenizer
 
 # --- the text and the position ------------------------------------------------------------------------------------
 
-left, middle, right = st.columns([6, 1.3, 1.3])
+left, right = st.columns([5, 2])  # the text, and beside it its two settings one above the other
 text = left.text_area(t("trace.text"), ins.DEFAULT_TEXT, height=100, key="trace-text", help=t("trace.text_help"))
-temperature = middle.slider(t("trace.temperature"), 0.0, 2.0, 1.0, 0.05, key="trace-temperature",
-                            help=t("trace.temperature_help"))
+temperature = right.slider(t("trace.temperature"), 0.0, 2.0, 1.0, 0.05, key="trace-temperature",
+                           help=t("trace.temperature_help"))
 if text == ins.DEFAULT_TEXT:
     left.caption(t("trace.default_text"))
 top_k = right.number_input(t("trace.top_k"), 0, cfg.vocab_size, 0, key="trace-top-k", help=t("trace.top_k_help"))

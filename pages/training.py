@@ -1,7 +1,7 @@
 """Train: the tutorial's GPT learns to write stories in a background job that outlives this page."""
 import streamlit as st
 
-from explorer import classroom, forms, run_actions, training
+from explorer import classroom, forms, run_actions, training, ui
 from explorer.forms import KEEP, KEEP_CHOICE, ss
 from explorer.i18n import say, t
 from explorer.ui import job_registry, show_chart, show_failure, show_source, story_break_note, with_story_breaks
@@ -15,6 +15,7 @@ from gptcore.step import lr_at, train_step
 from gptcore.train import check_fits_in_memory
 
 registry = job_registry()
+SECTION_WIDTH = 17  # rem: the New-run form's Corpus, Model and Training, each with two fields a row
 LIVE_REFRESH_S = 2  # how often the live panel reruns while a run trains; each rerun costs the run CPU time
 RUNS_REFRESH_S = 5  # the runs table and overlay, which read every run's meta.json
 # the runs table's columns as shown: the corpus, the widest, last
@@ -58,17 +59,18 @@ def live_panel() -> None:
         else:
             st.warning(say(s.message))
         return
-    head, pause, stop = st.columns([6, 1, 1], vertical_alignment="bottom")
-    head.markdown(t("training.live.heading", name=s.name, status=t(f"ui.status.{s.status}")))
+    # the buttons as wide as their words, beside the heading where there is room for them, else under it
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    row.markdown(t("training.live.heading", name=s.name, status=t(f"ui.status.{s.status}")), width="stretch")
     theirs = classroom.refusal(d.get("owner"), who)  # (anyone may watch; its owner and the teacher may change it)
     if s.status == "paused":
-        pause.button(t("training.live.resume"), key="tr_resume", on_click=run_actions.control, args=(job, "resume"),
-                     disabled=bool(theirs), width="stretch")
+        row.button(t("training.live.resume"), key="tr_resume", on_click=run_actions.control, args=(job, "resume"),
+                   disabled=bool(theirs))
     else:
-        pause.button(t("training.live.pause"), key="tr_pause", on_click=run_actions.control, args=(job, "pause"),
-                     disabled=s.status != "running" or bool(theirs), width="stretch")
-    stop.button(t("training.live.stop"), key="tr_stop", on_click=run_actions.control, args=(job, "stop"),
-                disabled=s.status not in ("running", "paused") or bool(theirs), width="stretch")
+        row.button(t("training.live.pause"), key="tr_pause", on_click=run_actions.control, args=(job, "pause"),
+                   disabled=s.status != "running" or bool(theirs))
+    row.button(t("training.live.stop"), key="tr_stop", on_click=run_actions.control, args=(job, "stop"),
+               disabled=s.status not in ("running", "paused") or bool(theirs))
     if theirs and s.active:
         st.caption(say(theirs))
     if (said := ss.get("tr_live_feedback")) and said[1] == s.name:
@@ -76,21 +78,21 @@ def live_panel() -> None:
     step, total = d.get("step", -1), d["total_steps"]
     st.progress(min(1.0, (step + 1) / (total + 1)), text=say(format_step(step, total)))
     evals = d.get("evals", [])
-    m = st.columns(6)
-    m[0].metric(t("training.live.train_loss"), f"{d['loss']:.3f}" if "loss" in d else "–")
-    m[1].metric(t("training.live.val_loss"), f"{evals[-1]['val']:.3f}" if evals else "–",
-                help=t("training.live.val_help"))
-    m[2].metric(t("training.live.tokens_per_s"), f"{d.get('tokens_per_s', 0):,.0f}")
-    m[3].metric(t("training.live.elapsed"), say(format_duration(d.get("elapsed_s"))))
-    m[4].metric(t("training.live.eta"), say(format_duration(d.get("eta_s"))) if s.active else "–")
-    m[5].metric(t("training.live.params"), f"{d['params']:,}")
+    numbers = ui.grid(7, key="tr_live_numbers")  # six in a row on a wide screen, two rows on a projector
+    numbers.metric(t("training.live.train_loss"), f"{d['loss']:.3f}" if "loss" in d else "–")
+    numbers.metric(t("training.live.val_loss"), f"{evals[-1]['val']:.3f}" if evals else "–",
+                   help=t("training.live.val_help"))
+    numbers.metric(t("training.live.tokens_per_s"), f"{d.get('tokens_per_s', 0):,.0f}")
+    numbers.metric(t("training.live.elapsed"), say(format_duration(d.get("elapsed_s"))))
+    numbers.metric(t("training.live.eta"), say(format_duration(d.get("eta_s"))) if s.active else "–")
+    numbers.metric(t("training.live.params"), f"{d['params']:,}")
     if message := training.status_message(s):
         getattr(st, message[0])(say(message[1]))
     elif s.status == "failed":
         show_failure(s)
     if warning := training.diverging_warning(s):
         st.warning(say(warning))
-    chart, samples = st.columns([3, 2])
+    chart, samples = ui.wrapping_columns([3, 2], 16, key="tr_live_chart_samples")
     show_chart(training.loss_figure(d), where=chart, key="tr_live_chart")
     with chart:
         st.caption(t("training.live.summary", model=d["model_summary"], training=d["train_summary"],
@@ -112,7 +114,7 @@ def live_panel() -> None:
 
 def model_inputs(tokenizer) -> str | None:
     """Model widgets and what they add up to; why the model cannot be trained here, or None."""
-    invalid = forms.field_inputs(GPTConfig, st.columns(2))
+    invalid = forms.field_inputs(GPTConfig, key="tr_model_fields")
     if "d_model" not in invalid:
         d = ss.tr_m_d_model
         st.caption(t("training.params.swiglu", d_ff=swiglu_hidden(d), four_d=4 * d))
@@ -136,7 +138,8 @@ def new_run_tab() -> None:
     st.selectbox(t("training.form.preset"), list(RECIPES), format_func=names.get, key="tr_recipe",
                  on_change=forms.apply_recipe, **KEEP_CHOICE)
     st.caption(t(f"training.recipes.{ss.tr_recipe}.description"))
-    corpus_col, model_col, train_col = st.columns(3, gap="large")
+    # side by side on a wide screen; on a projector Training, then Model too, moves under the others
+    corpus_col, model_col, train_col = ui.wrapping_columns(3, SECTION_WIDTH, key="tr_sections", gap="medium")
     with corpus_col:
         st.markdown(t("training.form.corpus"))
         tokenizer = forms.corpus_inputs()
@@ -145,7 +148,7 @@ def new_run_tab() -> None:
         model_problem = model_inputs(tokenizer)
     with train_col:
         st.markdown(t("training.form.training"))
-        train_invalid = forms.field_inputs(TrainConfig, st.columns(2))
+        train_invalid = forms.field_inputs(TrainConfig, key="tr_train_fields")
         st.caption(t("device.trains_on", device=described(ss.tr_t_device)))
     name, start = st.columns([3, 1], vertical_alignment="bottom")
     name.text_input(t("training.form.run_name"), key="tr_name", max_chars=64, **KEEP)
@@ -185,7 +188,7 @@ def manage_run(run: runs.RunInfo) -> None:
         st.warning(say(warning))
     if message := run_actions.run_feedback(run):
         st.error(say(message))
-    cont, rename, files = st.columns(3, gap="large")
+    cont, rename, files = ui.wrapping_columns(3, 13, key="tr_manage_columns", gap="medium")
     with cont:
         st.markdown(t("training.runs.continue_heading"))
         default_until = run.total_steps if run.step < run.total_steps else run.step + max(100, run.total_steps // 2)
