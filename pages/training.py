@@ -253,7 +253,14 @@ def runs_overview() -> None:
     chosen = st.multiselect(t("training.runs.overlay"), names, key="tr_compare")
     frame = training.run_curves([r for r in listed if r.name in chosen])
     if len(frame):
-        show_chart(training.overlay_figure(frame), key="tr_compare_chart")
+        # on a linear axis a long run squeezes a short one against its start: log steps where lengths differ tenfold
+        # (set again whenever that changes: a short run joining the comparison; else the reader's choice stands)
+        lengths = frame.groupby("run")["step"].max()
+        if ss.get("tr_compare_log_for") != (apart := bool(lengths.max() >= 10 * max(1, lengths.min()))):
+            ss.tr_compare_log = ss.tr_compare_log_for = apart
+        log = st.toggle(t("training.runs.log_steps"), key="tr_compare_log", help=t("training.runs.log_steps_help"))
+        figure = training.overlay_figure(frame)
+        show_chart(figure.update_xaxes(type="log") if log else figure, key="tr_compare_chart")
 
 
 def runs_tab() -> None:

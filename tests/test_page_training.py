@@ -311,6 +311,11 @@ def test_a_new_run_is_compared_and_managed_and_the_shipped_one_cannot_be_renamed
     assert at.selectbox(key="tr_manage").value == "fresh"
     assert at.multiselect(key="tr_compare").value[0] == "fresh"
     assert not at.button(key="tr_rename").disabled
+    # a 20-step run beside the shipped 16,000: the comparison's steps on a log scale, so both curves have room
+    from page_helpers import figure
+
+    assert at.multiselect(key="tr_compare").value == ["fresh", runs.SHIPPED] and at.toggle(key="tr_compare_log").value
+    assert figure(at, "tr_compare_chart")["layout"]["xaxis"]["type"] == "log"
 
 
 def sidebar_line(name: str) -> str:
