@@ -14,12 +14,14 @@ from .jobs import JobRefused
 from .ui import job_progress, job_registry
 
 
-def start_race(kind: str, fn: Callable, threads: int = 0) -> None:
-    """Start fn(job) as a job of this kind, or say why it cannot start now."""
+def start_race(kind: str, fn: Callable, threads: int = 0) -> bool:
+    """Start fn(job) as a job of this kind (True), or say why it cannot start now (False)."""
     try:
         job_registry().start(f"{kind} {time.strftime('%H:%M:%S')}", kind, fn, threads=threads)
+        return True
     except JobRefused as e:
         st.error(say(e))
+        return False
 
 
 def race_title(snap) -> str:

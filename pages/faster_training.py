@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.i18n import say, t
+from explorer.jobs import JobRefused
 from explorer.races import race_header, race_title, run_states, start_race
 from explorer.speedrun_plots import AXES, ladder_figure, race_figure
 from explorer.tables import shown_table
@@ -39,14 +40,18 @@ names = {r.key: rung_name(r.key) for r in LADDER}
 st.header(t("faster_training.ladder.header"))
 st.markdown(t("faster_training.ladder.text", target=runs.target))
 measured = speedrun.ladder_table(runs)
-table = measured.drop(columns=["steps", "step to target", "final seconds"])
-formats = {"characters to target": "{:,.0f}", "seconds to target": "{:.0f}", "× tutorial": "{:.2f}",
+# The numbers beside the rung's name, what it builds on (the number of a kept rung) last: the table fits a wide
+# screen, and on a projector the numbers scroll under the rung's name, which stays put.
+formats = {"× tutorial": "{:.2f}", "seconds to target": "{:.0f}", "characters to target": "{:,.0f}",
            "final val loss": "{:.4f}"}
+kept_number = {None: "—", **{r.key: str(i) for i, r in enumerate(r for r in LADDER if r.adopted)}}
+table = measured[["rung", *formats, "adopted", "builds on"]]
 table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map(
-    lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(names).fillna("—")},
+    lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(kept_number)},
     **{column: table[column].map(lambda v, f=f: "—" if pd.isna(v) else f.format(v)) for column, f in formats.items()})
 st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table",
-             height=36 * (len(table) + 1) + 3)  # every rung in view, no inner scrolling
+             column_config={t("faster_training.columns.rung"): st.column_config.TextColumn(pinned=True)},
+             height=35 * (len(table) + 1) + 3)  # every rung in view (35 px a row), no inner scrolling
 ratios = measured.set_index("rung")["× tutorial"]
 st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))
 x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
@@ -79,7 +84,8 @@ def race_view(live: bool) -> None:
     race_header(job, snap, title, "ladder-stop")
     st.caption(run_states(snap.data, names))
     frames = speedrun.race_frames(snap.data)
-    axis = st.radio(t("faster_training.fig.x"), ["seconds", "step"], horizontal=True, key="race-x",
+    # steps by default: the two runs take turns, so their seconds are measured under different loads
+    axis = st.radio(t("faster_training.fig.x"), ["step", "seconds"], horizontal=True, key="race-x",
                     format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
     show_chart(race_figure(frames["loss"], frames["val"], names, axis), key="race-curves")
     if live and not snap.active:
@@ -91,11 +97,19 @@ share = st.select_slider(t("faster_training.live.share"), [0.02, 0.05, 0.1, 0.25
                         format_func=lambda s: f"{s:.0%}", key="race-share")
 race = speedrun.RungRace(rung, share=share)
 shorter = race.runs()
-st.markdown(t("faster_training.live.text", share=race.share, chars=race.corpus_chars,
+st.markdown(t("faster_training.live.text", share=race.share, chars=race.corpus_chars,  # (steps 0–N: N + 1 steps)
               before=names[before.key], rung=names[rung],
-              before_steps=shorter[0][2].steps, rung_steps=shorter[1][2].steps))
-if st.button(t("faster_training.live.start", rung=names[rung]), key="ladder-start", type="primary"):
-    start_race(RACE_KIND, lambda job, race=race: speedrun.run_rung_race(job, race))
+              before_steps=shorter[0][2].steps + 1, rung_steps=shorter[1][2].steps + 1))
+if share < 0.1:
+    st.warning(t("faster_training.live.short_share", share=share))
+busy = registry.active()  # (one job at a time on this server: the button is off while any runs, a reload included)
+racing = busy is not None and busy.kind == RACE_KIND
+if st.button(t("faster_training.live.running") if racing else t("faster_training.live.start", rung=names[rung]),
+             key="ladder-start", type="primary", disabled=busy is not None):
+    if start_race(RACE_KIND, lambda job, race=race: speedrun.run_rung_race(job, race)):
+        st.rerun()  # the button drawn again, off while the race runs
+if busy is not None and not racing:
+    st.caption(say(JobRefused.blocked_by(busy)))
 if registry.latest(RACE_KIND) is None:
     st.info(t("faster_training.live.press"))
 else:

@@ -17,7 +17,9 @@ KIND = "ladder race"
 def test_the_page_shows_every_rung_of_the_shipped_ladder_in_both_languages(lang, rung, kept):
     at = app_page("faster_training", lang)
     table = next(d.value for d in at.dataframe if rung in d.value.columns)
-    assert len(table) == len(LADDER) and (table.iloc[:, 2] == kept).sum() == sum(r.adopted for r in LADDER)
+    assert len(table) == len(LADDER) and (table.iloc[:, 5] == kept).sum() == sum(r.adopted for r in LADDER)
+    assert table.columns[0] == rung and table.iloc[:, -1].tolist() == ["—", "0", "1", "2", "2", "3", "4", "5", "5",
+                                                                       "5", "5"]  # the kept rung each builds on
     curves = chart(at, "ladder-curves")
     assert len(curves) == len(LADDER)
     assert [c["line"]["dash"] for c in curves].count("dot") == 4  # the rungs left out
@@ -54,6 +56,7 @@ def test_the_rerun_button_races_the_rung_against_its_predecessor_and_the_page_dr
     at = run_page("faster_training.py")
     at.selectbox(key="ladder-rung").set_value("zero_init").run()
     at.select_slider(key="race-share").set_value(0.02).run()
+    assert [w.value for w in at.warning if w.value.startswith("At 2% each run is only a few dozen steps")]
     at.button(key="ladder-start").click().run()
     assert not at.exception and not at.error
     job = job_registry().latest(KIND)
@@ -62,6 +65,8 @@ def test_the_rerun_button_races_the_rung_against_its_predecessor_and_the_page_dr
     at.run()
     steps = sum(tc.steps + 1 for _, _, tc in SmallRace("zero_init", share=0.02).runs())
     assert steps == 34 and metrics(at)["Steps"] == "34 / 34" and metrics(at)["Status"] == "finished"
+    assert any("(17 steps), then" in m.value for m in at.markdown)  # steps 0–16 of each: the counter's 34 in all
+    assert chart(at, "race-curves")[0]["x"][:3] == [0, 1, 2]  # against steps: the runs took turns on the cores
     names = {c.get("name") for c in chart(at, "race-curves")}
     assert {"4 · embedding at lr 0.1: training loss (averaged)", "5 · output matrices start at zero: validation "
             "estimate"} <= names
@@ -77,6 +82,8 @@ def test_the_rerun_streams_while_it_trains_and_stops_when_asked():
         time.sleep(0.2)
     at.run()  # what the page's fragment draws on its next tick
     assert job.snapshot().active and metrics(at)["Status"] == "running"
+    button = at.button(key="ladder-start")  # (a second race would be refused: the button says so by being off)
+    assert button.disabled and button.label == "Rerunning…"
     assert len(chart(at, "race-curves")[0]["x"]) >= 3
     at.button(key="ladder-stop").click().run()
     job.join(60)

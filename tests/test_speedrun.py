@@ -44,6 +44,11 @@ def test_the_ladder_runs_from_the_tutorial_recipe_to_the_speedrun_recipe_one_run
     assert speedrun.changes(RUNGS["shorter"]).to_dict("records") == [{"setting": "steps", "before": "800",
                                                                      "after": "700"}]
     assert speedrun.changes(LADDER[0]).empty
+    # a setting the schedule ignores reads as no effect, not as the value it happens to hold
+    assert speedrun.changes(RUNGS["cosine"]).to_dict("records") == [
+        {"setting": "schedule", "before": "constant", "after": "cosine"},
+        {"setting": "warmup", "before": "—", "after": "50"},
+        {"setting": "min_lr_ratio", "before": "—", "after": "0.05"}]
 
 
 def test_the_speedrun_recipe_validates_and_trains_on_the_cli(tmp_path, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import GPTConfig, TrainConfig
+from ..config import GPTConfig, TrainConfig, settings
 from ..errors import UserError
 from ..events import EvalEvent, StepEvent, TrainingEvent
 from ..ladder import LADDER, LADDER_CURVES, RUNGS, Curve, Rung, predecessor
@@ -106,14 +106,28 @@ def curve_frame(runs: LadderRuns, keys: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+NO_EFFECT = "—"  # a setting the rest of its config leaves without effect (the final lr ratio of a constant schedule)
+
+
+def in_effect(config, name: str) -> str:
+    """A setting's value as the changes table shows it: NO_EFFECT where the config's other settings ignore it."""
+    s = settings(type(config)).get(name)
+    if s is not None and s.only_with is not None and getattr(config, s.only_with[0]) not in s.only_with[1]:
+        return NO_EFFECT
+    return str(getattr(config, name))
+
+
 def changes(rung: Rung) -> pd.DataFrame:
-    """The settings in which a rung differs from the rung it builds on: setting, before, after."""
+    """The settings in which a rung differs from the rung it builds on, where it matters on either side: setting,
+    before, after."""
     before = predecessor(rung.key)
     rows = []
     if before is not None:
-        for config, base in ((asdict(rung.model), asdict(before.model)), (asdict(rung.train), asdict(before.train))):
-            rows += [{"setting": name, "before": str(base[name]), "after": str(value)}
-                     for name, value in config.items() if value != base[name]]
+        for config, base in ((rung.model, before.model), (rung.train, before.train)):
+            shown = [(name, in_effect(base, name), in_effect(config, name))
+                     for name, value in asdict(config).items() if value != getattr(base, name)]
+            rows += [{"setting": name, "before": old, "after": new} for name, old, new in shown
+                     if (old, new) != (NO_EFFECT, NO_EFFECT)]
     return pd.DataFrame(rows, columns=["setting", "before", "after"])
 
 
