@@ -77,12 +77,14 @@ def quiz(key: str, question: str, options: list[str], correct: set[int], explana
 # it. Streamlit's rows of columns wrap a column that cannot get its minimum width onto the next line; Streamlit gives
 # them none, so a number input lost its ± (hidden below 7.5rem), a select box its value and a label its words:
 # - a column holding a widget or a number is at least 8rem wide (or as wide as its row, where that is less), one
-#   holding a chart 22rem: a chart beside another moves under it, where it keeps room for its title;
+#   holding a table 20rem and one holding a chart 22rem: a table or a chart beside something else moves under it,
+#   where it keeps room for its columns or its title;
 # - a label, a button, a number or a link wraps between words instead of being cut short with an ellipsis or broken
 #   inside a word; a row of toggle buttons (segmented control) or of chosen options (multiselect) wraps instead of
 #   hiding its ends.
 LAYOUT_STYLE = """<style>
 [data-testid=stColumn]:has(input, button, [data-testid=stMetric]) {min-width: min(100%, 8rem);}
+[data-testid=stColumn]:has([data-testid=stDataFrame]) {min-width: min(100%, 20rem);}
 [data-testid=stColumn]:has([data-testid=stPlotlyChart]) {min-width: min(100%, 22rem);}
 [data-testid=stMain] :is(.stMarkdownEllipsis, [data-testid=stPageLink-NavLink] span),
 [data-testid=stMain] :is(.stMarkdownEllipsis, [data-testid=stPageLink-NavLink] span) p
@@ -158,9 +160,9 @@ def show_chart(fig, key: str, where=None, config: dict | None = None, **options)
     Every chart of the app goes through here, so no title or legend is ever drawn under the toolbar."""
     config = {**CHART_CONFIG, **(config or {})}
     if not getattr(fig, "_shared", False):
-        fit_title(fig)
-        if config.get("displayModeBar", True) and not config.get("staticPlot"):
-            clear_toolbar_band(fig)
+        toolbar = config.get("displayModeBar", True) and not config.get("staticPlot")
+        if fit_title(fig) or toolbar:  # (a title broken into lines needs the room above a legend too)
+            clear_toolbar_band(fig, TOOLBAR_BAND if toolbar else 0)
     return (where or st).plotly_chart(fig, key=key, config=config, **options)
 
 
@@ -202,20 +204,23 @@ def broken_lines(text: str, room: float, size: float) -> str:
     return "<br>".join(line.rstrip() for line in lines)
 
 
-def fit_title(fig) -> None:
+def fit_title(fig) -> bool:
     """Break the title and the subplot titles too long for a chart across a projector's page into lines: Plotly
-    cuts them at the chart's edge. A subplot title has its subplot's share of the width."""
-    layout = fig.layout
+    cuts them at the chart's edge. A subplot title has its subplot's share of the width. Whether any was broken."""
+    layout, before = fig.layout, fig.layout.title.text
     if layout.title.text:
         layout.title.text = broken_lines(layout.title.text, TITLE_ROOM, layout.title.font.size or 17)
+    broken = layout.title.text != before
     domains = [axis.domain for axis in fig.select_xaxes() if axis.domain] if len(layout.annotations) else []
     for note in layout.annotations:
         if note.text and note.xref == "paper" and (note.y or 0) >= 1:  # a subplot title, over its subplot
             share = next((b - a for a, b in domains if a <= (note.x or 0) <= b), 1)
-            note.text = broken_lines(note.text, share * TITLE_ROOM, note.font.size or 16)
+            text, note.text = note.text, broken_lines(note.text, share * TITLE_ROOM, note.font.size or 16)
+            broken |= note.text != text
+    return broken
 
 
-def clear_toolbar_band(fig) -> None:
+def clear_toolbar_band(fig, band: int = TOOLBAR_BAND) -> None:
     """Stack a top legend, subplot titles and the title just above the plot area, and make the top margin hold
     them plus the toolbar's band. (Plotly centres a title in the top margin, where the toolbar appears.)"""
     layout = fig.layout
@@ -225,10 +230,11 @@ def clear_toolbar_band(fig) -> None:
         stacked += TEXT_LINE
     if titles := [note for note in layout.annotations if note.yref == "paper" and (note.y or 0) >= 1]:  # subplot titles
         stacked = max(stacked, TEXT_LINE * max((note.text or "").count("<br>") + 1 for note in titles))
-    if layout.title.text:
-        layout.title.update(y=1, yref="paper", yanchor="bottom", pad_b=stacked + 6)
-        stacked += TEXT_LINE * (layout.title.text.count("<br>") + 1) + 6
-    layout.margin.t = max(layout.margin.t or 0, TOOLBAR_BAND + stacked)
+    if layout.title.text:  # (Plotly puts a title's first line at its anchor, and the lines after it below)
+        lines = layout.title.text.count("<br>") + 1
+        layout.title.update(y=1, yref="paper", yanchor="bottom", pad_b=stacked + 6 + TEXT_LINE * (lines - 1))
+        stacked += TEXT_LINE * lines + 6
+    layout.margin.t = max(layout.margin.t or 0, band + stacked)
 
 
 STORY_BREAK = re.compile(rf"\n?{re.escape(END_OF_TEXT)}\n?")  # the marker with the newlines around it

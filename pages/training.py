@@ -241,6 +241,7 @@ def runs_overview() -> None:
         column("final_val"): st.column_config.NumberColumn(t("training.runs.short.final_val"), format="%.4f",
                                                            help=column("final_val")),
         column("params"): st.column_config.NumberColumn(format="localized"),
+        column("run"): st.column_config.TextColumn(pinned=True),  # (what the other columns say, when they scroll)
         column("corpus"): st.column_config.TextColumn(width="large"),
         column("saved"): st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm")})
     st.caption(t("training.runs.statuses"))
