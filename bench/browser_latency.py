@@ -4,12 +4,19 @@
                                                       controls
     python -m bench.browser_latency --train           the Inspect clicks again while a run trains in the background
     python -m bench.browser_latency --url URL         a server that is already running (no cold start)
-    python -m bench.browser_latency --skip-pages      only the Inspect and Trace controls
+    python -m bench.browser_latency --skip-pages      only the Inspect and Trace controls and tabs
+    python -m bench.browser_latency --hog 2           the Inspect and Trace timings again beside 2 busy loops
+    python -m bench.browser_latency --skip-pages --skip-controls --hog 2    only the tab switches, quiet and loaded
+    python -m bench.browser_latency --skip-pages --skip-controls --baseline URL    the tab switches against another
+                                                      version's server (say, `git archive HEAD`'s), in turn
 
 Latency is measured in the browser: a capture-phase listener notes performance.now() when the pointer or key
 goes down, and a check that runs on every animation frame notes when the change is on screen (the enlarged
 head's title names the new head, the query caption names the new position, the bars of the distribution
-change, Trace's stage heading names the new stage, its text strip boxes the new position). Payload is the bytes
+change, Trace's stage heading names the new stage, its text strip boxes the new position). A tab switch counts
+from the click on the tab to the end of the script run it starts with every element drawn (none stale, no
+skeleton) and every chart in the viewport drawn by Plotly; its first opening, which computes what the tab needs,
+is reported apart from the openings after it. Payload is the bytes
 of the websocket frames the server sends for that rerun (until its script_finished message); "fragment" counts
 the reruns that ran only a fragment of the page, read from the frames themselves (ForwardMsg metadata). Pages
 are opened from the sidebar, as a reader does; "first screenful" is the new page's title on screen with the
@@ -69,6 +76,12 @@ TRACE_POSITION = """() => { if (document.querySelector('[data-stale="true"]')) r
                            const cells = [...document.querySelectorAll('.st-key-trace-strip path.point')];
                            const i = cells.findIndex(c => c.style.strokeWidth === '3px');
                            return i < 0 ? '' : String(i); }"""
+# the run a click started has ended and its page is whole: no element of the run before, no skeleton, every chart in
+# the viewport drawn; then the time it was seen
+SETTLED = """() => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state')
+        === 'notRunning'
+    && !document.querySelector('[data-testid=stMain] [data-testid=stSkeleton], [data-stale=true]')
+    && (""" + CHARTS_DRAWN + """)() && performance.now()"""
 HEADING = "() => { const h = document.querySelector('[data-testid=\"stMain\"] h1'); return h ? h.innerText : ''; }"
 
 
@@ -77,6 +90,7 @@ class Samples:
     ms: list[float] = field(default_factory=list)
     payload: list[int] = field(default_factory=list)  # bytes the server sent for each rerun
     fragment_runs: int = 0
+    script_ms: list[float] = field(default_factory=list)  # until the run's last message arrived (the rest: drawing)
 
     def line(self, name: str) -> str:
         if not self.ms:
@@ -84,8 +98,9 @@ class Samples:
         ms = sorted(self.ms)
         p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
         kb = f"{statistics.median(self.payload) / 1e3:7.1f} kB" if self.payload else "      —"
+        script = f"  script ended at {statistics.median(self.script_ms):5.0f} ms" if self.script_ms else ""
         return (f"  {name:<34} n={len(ms):3d}  median {statistics.median(ms):6.0f} ms  p95 {p95:6.0f} ms  "
-                f"max {ms[-1]:6.0f} ms  payload {kb}/rerun  fragment-only {self.fragment_runs}/{len(ms)}")
+                f"max {ms[-1]:6.0f} ms  payload {kb}/rerun  fragment-only {self.fragment_runs}/{len(ms)}{script}")
 
 
 class Frames:
@@ -204,6 +219,20 @@ def background_training():
             proc.wait(30)
 
 
+@contextmanager
+def cpu_hogs(n: int):
+    """n processes that each keep a core busy at normal priority (`python -c "while True: pass"`), for as long as the
+    block lasts: a server on a machine shared with other work."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    time.sleep(3)  # (the load average starts to show them)
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
 def open_from_sidebar(page, title: str) -> None:
     page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=title, exact=True).click()
 
@@ -311,6 +340,63 @@ def inspect_controls(page, frames: Frames, clicks: int) -> dict[str, Samples]:
     return results
 
 
+INSPECT_TABS = ("Predictions", "Head finder", "Side by side", "Over training", "Attention")
+TRACE_TABS = ("Logit lens", "Attribution", "Ablation", "Activation patching", "Step through")
+
+
+def tab_switches(pages: dict[str, tuple[object, Frames]], tabs: tuple[str, ...],
+                 rounds: int) -> dict[str, dict[str, Samples]]:
+    """On each page (a server's, by its name), open each tab in turn, `rounds` times round, the pages' rounds taken
+    in turn so that a burst of load elsewhere hits each alike. Each switch is timed from the click on the tab to the
+    end of the run it starts, drawn (SETTLED); the first round is reported apart ("first opening"): it computes
+    what each tab needs."""
+    results = {server: {label: Samples() for name in tabs for label in (f"{name} (first opening)", f"{name} (again)")}
+               for server in pages}
+    for r in range(rounds + 1):
+        for server, (page, frames) in pages.items():
+            page.bring_to_front()
+            for name in tabs:
+                switch_tab(page, frames, name, results[server][f"{name} ({'first opening' if r == 0 else 'again'})"])
+    return results
+
+
+def switch_tab(page, frames: Frames, name: str, samples: Samples) -> None:
+    tab = page.get_by_role("tab", name=name, exact=True)
+    page.wait_for_function(SETTLED, polling="raf", timeout=120_000)
+    page.evaluate("() => { window.__inputAt = null; }")
+    frames.mark()
+    tab.click()
+    frames.wait_finished(page)
+    script_end = page.evaluate("() => performance.now() - window.__inputAt")
+    done = page.wait_for_function(SETTLED, polling="raf", timeout=120_000).json_value()
+    samples.ms.append(done - page.evaluate("() => window.__inputAt"))
+    samples.script_ms.append(script_end)
+    payload, fragment_only = frames.take()
+    samples.payload.append(payload)
+    samples.fragment_runs += fragment_only
+    page.wait_for_timeout(250)
+
+
+def again(results: dict[str, Samples]) -> list[float]:
+    """Every tab switch after the first round, in ms."""
+    return [ms for name, samples in results.items() if name.endswith("(again)") for ms in samples.ms]
+
+
+def print_tab_switches(results: dict[str, dict[str, Samples]]) -> None:
+    for server, per_tab in results.items():
+        if len(results) > 1:
+            print(f"  {server}:")
+        for name, samples in per_tab.items():
+            print(samples.line(name))
+        if times := again(per_tab):
+            name = "every tab switch after the first"
+            print(f"  {name:<34} n={len(times):3d}  median {statistics.median(times):6.0f} ms")
+    if len(results) == 2:
+        (_, baseline), (_, this) = results.items()
+        ratio = statistics.median(again(this)) / statistics.median(again(baseline))
+        print(f"  tab switches after the first, this server's median over the baseline's: {ratio:.2f}")
+
+
 TRACE_CONTROLS = ("next stage (button)", "previous stage (button)", "stage (slider, keyboard)",
                   "position (slider, keyboard)", "position (click a character)")
 
@@ -367,14 +453,23 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="a server that is already running (skips the cold start)")
     parser.add_argument("--clicks", type=int, default=20, help="samples per Inspect or Trace control")
+    parser.add_argument("--tab-rounds", type=int, default=4, help="times round every tab after its first opening")
     parser.add_argument("--page-rounds", type=int, default=3, help="times every page is opened (after a warm-up)")
     parser.add_argument("--skip-pages", action="store_true", help="no cold start, no page openings")
-    parser.add_argument("--skip-trace", action="store_true", help="leave out the Trace page's controls")
+    parser.add_argument("--skip-controls", action="store_true", help="time the tab switches only, not the controls")
+    parser.add_argument("--skip-trace", action="store_true", help="leave out the Trace page")
     parser.add_argument("--train", action="store_true", help="also time the Inspect controls while a run trains")
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="also time Inspect and Trace beside N busy loops at normal priority")
+    parser.add_argument("--baseline", metavar="URL",
+                        help="another version's server: its tab switches timed too, round by round in turn")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     print(load_summary())
+    loads = [("quiet", None)]
+    loads += [("while a run trains", background_training)] if args.train else []
+    loads += [(f"beside {args.hog} busy loops", lambda: cpu_hogs(args.hog))] if args.hog else []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         if args.url is None and not args.skip_pages:
@@ -390,21 +485,36 @@ def main(argv: list[str] | None = None) -> int:
                 print("\npages opened from the sidebar on a warm server (first screenful):")
                 for title, samples in page_opens(page, frames, args.page_rounds).items():
                     print(samples.line(title))
-            run_to_end(page, frames, lambda: open_from_sidebar(page, "Inspect"))
-            page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=120_000)
-            full_context_text(page, frames)
-            runs = [("no training", None)] + ([("while a run trains", background_training)] if args.train else [])
-            for label, context in runs:
+            switched = {"this server": (page, frames)}
+            if args.baseline:
+                other = browser.new_page(viewport=VIEWPORT)
+                other.add_init_script(f"({MARK_INPUT})()")
+                switched = {"baseline": (other, Frames(other)), **switched}
+                run_to_end(other, switched["baseline"][1], lambda: other.goto(args.baseline))
+            for tab_page, tab_frames in switched.values():
+                tab_page.bring_to_front()
+                run_to_end(tab_page, tab_frames, lambda p=tab_page: open_from_sidebar(p, "Inspect"))
+                tab_page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=120_000)
+                full_context_text(tab_page, tab_frames)
+            for label, context in loads:
                 with context() if context else nullcontext():
                     print(f"\nInspect, shipped model, full context (128 characters), {label} ({load_summary()}):")
-                    for name, samples in inspect_controls(page, frames, args.clicks).items():
-                        print(samples.line(name))
+                    if not args.skip_controls:
+                        for name, samples in inspect_controls(page, frames, args.clicks).items():
+                            print(samples.line(name))
+                    print_tab_switches(tab_switches(switched, INSPECT_TABS, args.tab_rounds))
             if not args.skip_trace:
-                run_to_end(page, frames, lambda: open_from_sidebar(page, "Trace a prediction"))
-                full_trace_text(page, frames)
-                print(f"\nTrace a prediction, shipped model, full context ({load_summary()}):")
-                for name, samples in trace_controls(page, frames, args.clicks).items():
-                    print(samples.line(name))
+                for tab_page, tab_frames in switched.values():
+                    tab_page.bring_to_front()
+                    run_to_end(tab_page, tab_frames, lambda p=tab_page: open_from_sidebar(p, "Trace a prediction"))
+                    full_trace_text(tab_page, tab_frames)
+                for label, context in loads:
+                    with context() if context else nullcontext():
+                        print(f"\nTrace a prediction, shipped model, full context, {label} ({load_summary()}):")
+                        if not args.skip_controls:
+                            for name, samples in trace_controls(page, frames, args.clicks).items():
+                                print(samples.line(name))
+                        print_tab_switches(tab_switches(switched, TRACE_TABS, args.tab_rounds))
         browser.close()
     print(load_summary())
     return 0

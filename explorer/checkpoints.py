@@ -26,7 +26,7 @@ from gptcore.tokenizer import Tokenizer
 from . import model_picker
 from .i18n import choice, help_text, label, say, t
 from .jobs import release_memory
-from .ui import ACTIVE_CHECKPOINT, default_checkpoint
+from .ui import ACTIVE_CHECKPOINT, checkpoint_names, default_checkpoint
 
 KEEP = "session"  # persist_state of the device choice: kept across pages
 WeightsKey = tuple[bytes, float, str]  # (the weights file's path as bytes, its mtime, the device)
@@ -114,6 +114,15 @@ def chosen_device(prefix: str) -> torch.device:
         st.stop()
     st.caption(t("device.inspects_on", device=describe(device)))
     return device
+
+
+def choose_checkpoint(prefix: str, name: str) -> bool:
+    """Make `name` the checkpoint the page with this widget prefix opens (and the session's active one), before the
+    page draws its picker (a link names it); False when no checkpoint has that name."""
+    if name not in checkpoint_names():
+        return False
+    st.session_state[f"{prefix}-checkpoint"] = st.session_state[ACTIVE_CHECKPOINT] = name
+    return True
 
 
 def open_checkpoint(catalog: str, prefix: str) -> Opened:

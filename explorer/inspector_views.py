@@ -23,6 +23,8 @@ from gptcore.folders import list_checkpoints, shown_name
 from gptcore.model import GPT
 
 from . import inspector_figures as figs
+from . import inspector_link as link
+from . import inspector_notes as notes
 from .checkpoints import UNREADABLE, Opened, WeightsKey, is_imported, load, load_cached, reason, weights_key
 from .i18n import catalog, language, say, t
 from .ui import shared_chart, show_chart, show_source, story_break_note, with_story_breaks, wrapping_columns
@@ -70,6 +72,12 @@ def text_scores(key: WeightsKey, text: str):
     return ins.head_scores(run.patterns, run.ids)
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def copy_misses(key: WeightsKey, text: str) -> list[int]:
+    """The positions after which the model misses a token its text said before (the surprise strip's note)."""
+    return ins.copy_misses(inspected(key, text))
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def copying_scores(key: WeightsKey):
     """The head scores and losses on random tokens shown twice (`python -m gptcore copying`; for a large model
@@ -105,6 +113,19 @@ def layer_grid_figure(key: WeightsKey, text: str, lang: str, layer: int):
     patterns = inspected(key, text).patterns[layer:layer + 1]
     return shared_chart(figs.attention_grid(patterns, first_layer=layer,
                                             title=t("inspector.attention.layer_grid_title", layer=layer)))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def training_figure(snapshots: tuple[tuple[int, WeightsKey], ...], text: str | None, lang: str):
+    """Every head's scores at each snapshot (on the text, or None: on the copying test), drawn once."""
+    return shared_chart(figs.scores_over_training_figure(training_scores(snapshots, text)))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def step_grid_figure(key: WeightsKey, text: str, lang: str, selected: tuple[int, int], step: int):
+    """A snapshot's overview of every head, the selected one marked, drawn once."""
+    return shared_chart(figs.attention_grid(inspected(key, text).patterns, selected,
+                                            t("inspector.training.grid_title", step=step)))
 
 
 def template(key: str):
@@ -149,6 +170,30 @@ class Inspected:
     def position_label(self, i: int) -> str:
         return f"{i} '{self.labels[i]}'"
 
+    @cached_property
+    def start_position(self) -> int:
+        """Where the position starts: where the text is said again (copying shows there), else its last token."""
+        again = ins.repeat_position(self.run.pieces)
+        return len(self.run.ids) - 1 if again is None else again
+
+    @property
+    def first_head(self) -> tuple[int, int]:
+        """The head enlarged first: the one that copies best on random tokens shown twice, else L0H0."""
+        return self.copying_head[:2] if self.copying_head else (0, 0)
+
+    def explain_miss(self, position: int) -> None:
+        """Why the model misses the token after `position` that its text said before, as the head that copies
+        best sees it; nothing when it does not miss."""
+        head = self.copying_head[:2] if self.copying_head else None
+        if note := notes.copy_miss(self.run, self.opened.tokenizer, position, head):
+            st.info(note, icon=":material/help:")
+
+    def keep_link(self) -> None:
+        """The view into the page's address (after every run that can change it: the page's, each fragment's)."""
+        state = st.session_state
+        link.keep(self.opened.name, self.text, state[self.query_key], self.start_position,
+                  (state["inspect-layer"], state["inspect-head"]), self.first_head)
+
 
 def token_row(run: ins.Inspection) -> None:
     """Where the tokenizer cut the text: one box per token, its position and id in the tooltip."""
@@ -169,6 +214,24 @@ def clicked(chart_key: str):
     state = st.session_state.get(chart_key)
     points = state.selection.points if state is not None else []
     return points[0] if points else None
+
+
+# --- the tabs --------------------------------------------------------------------------------------------------------
+
+@st.fragment
+def tabs(view: Inspected) -> None:
+    """The tabs, lazy (only the open one runs) and a fragment of their own: a tab switch reruns this part alone,
+    never the picker, the text's forward pass or the token row above it."""
+    open_tab = st.session_state[link.OPEN] = link.open_tab()
+    st.session_state["inspect-tab"] = link.tab_label(open_tab)  # (after a language switch: its new name)
+    show = {"attention": attention_tab, "predictions": predictions_tab, "finder": finder_tab,
+            "compare": compare_tab, "training": training_tab}
+    containers = st.tabs([link.tab_label(tab) for tab in link.TABS], key="inspect-tab", on_change="rerun")
+    for tab, container in zip(link.TABS, containers):
+        if container.open:
+            with container:
+                show[tab](view)
+    view.keep_link()
 
 
 # --- attention -------------------------------------------------------------------------------------------------------
@@ -232,6 +295,7 @@ def attention_view(view: Inspected) -> None:
         st.caption(view.say("inspector.attention.copying_head", head=chosen, score=copying_head[2]))
     elif copying_head is None:
         st.caption(view.say("inspector.attention.no_copying_head", clear=ins.CLEAR_SCORE))
+    view.explain_miss(st.session_state[view.query_key])
 
     def pick_query() -> None:  # the clicked query character (its customdata is the position) becomes the query
         if (point := clicked("inspect-head-figure")) and "customdata" in point:
@@ -261,6 +325,7 @@ def attention_view(view: Inspected) -> None:
         left, right = st.columns([1, 9])
         left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
         right.html(ins.highlight_html(run.pieces[: query + 1], shade, "31, 119, 180", tip, mark=query))
+    view.keep_link()
 
 
 # --- predictions -----------------------------------------------------------------------------------------------------
@@ -274,8 +339,12 @@ def predictions_tab(view: Inspected) -> None:
     loss_tip, values = template("inspector.surprise.tip"), losses.tolist()
     st.html(ins.highlight_html(run.pieces, (losses / LOSS_CAP).tolist(), "230, 60, 50",
                                lambda i: loss_tip(position=i, loss=values[i])))
-    with st.expander(view.say("inspector.surprise.chart")):
-        plot(figs.loss_bars(losses, view.labels, view.tokens), "inspect-losses", f"losses-{view.opened.name}")
+    if note := notes.surprise(run, view.opened.tokenizer, copy_misses(view.opened.key, view.text)):
+        st.caption(note)
+    chart = st.expander(view.say("inspector.surprise.chart"), key="inspect-loss-chart", on_change="rerun")
+    if chart.open:  # (drawn only when opened: a hidden chart would still cost the browser its layout)
+        with chart:
+            plot(figs.loss_bars(losses, view.labels, view.tokens), "inspect-losses", f"losses-{view.opened.name}")
 
 
 @st.fragment
@@ -302,12 +371,18 @@ def predictions_view(view: Inspected) -> None:
     plot(figs.prediction_bars(top, t("inspector.predictions.title", tail=context_tail), view.tokens),
          "inspect-predictions", f"predictions-{view.opened.name}")
     st.caption(t("inspector.predictions.follows", temperature=temperature, top_k=top_k or "—"))
-    if position + 1 < T:
+    if position + 1 < T:  # the model's own probability (as the loss and Trace count it), then the sampled one
         actual = int(run.ids[position + 1])
-        probs = ins.sampling_distribution(logits, temperature, top_k or None)
-        rank = int((probs > probs[actual]).sum()) + 1
-        st.caption(view.say("inspector.predictions.actual", char=labels[position + 1], p=float(probs[actual]),
+        model_probs = ins.sampling_distribution(logits)
+        rank = int((model_probs > model_probs[actual]).sum()) + 1
+        st.caption(view.say("inspector.predictions.actual", char=labels[position + 1], p=float(model_probs[actual]),
                             rank=rank, vocab=f"{cfg.vocab_size:,}"))
+        if temperature != 1 or top_k:
+            sampled = ins.sampling_distribution(logits, temperature, top_k or None)
+            st.caption(t("inspector.predictions.actual_sampled", temperature=temperature, top_k=top_k or "—",
+                         char=labels[position + 1], p=float(sampled[actual])))
+        view.explain_miss(position)
+    view.keep_link()
     generate_view(view, temperature, top_k or None)
 
 
@@ -376,17 +451,16 @@ def copying_summary(view: Inspected) -> None:
     second.metric(t("inspector.finder.second_copy"), f"{report.copy_losses[1]:.2f}",
                   f"{report.copy_losses[1] - report.copy_losses[0]:+.2f}", delta_color="inverse",
                   help=t("inspector.finder.ratio", ratio=report.ratio))
+    st.caption(notes.first_copy(report.copy_losses[0], view.cfg.vocab_size, view.tokens))
 
 
 def strongest_metrics(view: Inspected, scores) -> None:
     for col, column in zip(st.columns(len(figs.SCORES)), figs.SCORES):
         role = t("inspector.finder.strongest", role=figs.score_name(column))
-        if scores[column].notna().any():
-            top_row = scores.loc[scores[column].idxmax()]
-            found = top_row[column] >= ins.CLEAR_SCORE
-            shown = top_row["head"] if found else t("inspector.finder.none")
-            col.metric(role, f"{shown} · {top_row[column]:.2f}",
-                       help=None if found else t("inspector.finder.below", clear=ins.CLEAR_SCORE, head=top_row["head"]))
+        if scores[column].notna().any():  # the strongest head, or none above the threshold and the best below it
+            answer, how_many = notes.threshold(scores, column, ins.CLEAR_SCORE)
+            col.metric(role, answer)
+            col.caption(how_many)
         else:
             col.metric(role, "—", help=view.say("inspector.finder.no_repeat"))
 
@@ -429,6 +503,7 @@ def finder_view(view: Inspected) -> None:
     table = table.rename(columns=figs.score_name).rename_axis(t("inspector.finder.head_column"))
     with st.expander(t("inspector.finder.table"), expanded=not many_heads(cfg)):
         st.dataframe(table, height=min(35 * (len(scores) + 1) + 3, 600), key="inspect-score-table")
+    view.keep_link()
 
 
 def opened_head(view: Inspected, scores, labels, patterns, query, selected: tuple[int, int]) -> None:
@@ -527,6 +602,8 @@ def model_side(name: str, key: WeightsKey, tokenizer, run: ins.Inspection, text:
     top = ins.predictions(run.logits_at(position), tokenizer, COMPARE_BARS)
     title = t("inspector.compare.after", token=labels[position], position=position)
     plot(figs.prediction_bars(top, title, tokens, height=340), f"{chart}-predictions", f"predictions-{name}")
+    if note := notes.copy_miss(run, tokenizer, position, (layer, head)):
+        st.info(note, icon=":material/help:")
 
 
 # --- over training ---------------------------------------------------------------------------------------------------
@@ -553,9 +630,9 @@ def training_tab(view: Inspected) -> None:
     st.caption(t("inspector.training.intro"))
     training_view(view, snapshots)
     source = st.session_state["inspect-score-source"]
-    long = training_scores(tuple(snapshots), view.run.text if source == "text" else None)
     st.caption(t("inspector.training_scored_on", source=t(f"inspector.finder.sources.{source}")))
-    plot(figs.scores_over_training_figure(long), "inspect-training-scores", f"scores-over-training-{name}")
+    plot(training_figure(tuple(snapshots), view.run.text if source == "text" else None, language()),
+         "inspect-training-scores", f"scores-over-training-{name}")
 
 
 @st.fragment
@@ -564,7 +641,6 @@ def training_view(view: Inspected, snapshots: list[tuple[int, WeightsKey]]) -> N
     name = view.opened.name
     chosen_step = st.select_slider(t("inspector.training.step"), steps, value=steps[-1], key=f"inspect-step-{name}",
                                    persist_state=KEEP)
-    snap_run = inspected(dict(snapshots)[chosen_step], view.text)
     selected = (st.session_state["inspect-layer"], st.session_state["inspect-head"])
-    plot(figs.attention_grid(snap_run.patterns, selected, t("inspector.training.grid_title", step=chosen_step)),
+    plot(step_grid_figure(dict(snapshots)[chosen_step], view.text, language(), selected, chosen_step),
          "inspect-training-grid", f"attention-step-{chosen_step}-{name}")

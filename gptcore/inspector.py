@@ -221,6 +221,93 @@ def head_scores(patterns: torch.Tensor, ids) -> pd.DataFrame:
     return atlas.score_table(previous, first, induction)
 
 
+@dataclass(frozen=True)
+class CopyMiss:
+    """Why the model's most likely next token, at a position its text said before, is not the token that came next
+    then: where the copying head looks from there, and the short prefix that came before with other continuations.
+
+    Positions are the text's; a continuation's position is the key an induction head reads to copy it."""
+    position: int  # the query
+    expected: int  # the token the text goes on with, which an earlier saying predicts
+    guess: int  # the model's most likely next token
+    p_expected: float  # the model's probabilities (temperature 1, no top-k) of each
+    p_guess: float
+    keys: list[tuple[int, float]]  # the head's largest weights from the query: (key position, weight), largest first
+    weight_expected: float  # the head's weight on the keys that would copy `expected`
+    weight_others: float  # on the keys after an earlier occurrence of the query's token that hold another token
+    prefix: int  # tokens in the longest prefix ending at the query that came before with different continuations
+    # (0: every earlier occurrence of the query's token went on alike)
+    continuations: dict[int, list[int]]  # that prefix's: token → the positions where it followed the prefix
+    telling: int  # tokens of the shortest prefix ending at the query whose earlier occurrences all go on with
+    # `expected` (0 when none does)
+
+
+def earlier_matches(ids: list[int], position: int):
+    """For n = 1, 2, … while there are any: (n, the earlier positions where the n tokens ending at `position` end
+    too)."""
+    ends, n = [end for end in range(position) if ids[end] == ids[position]], 1
+    while ends:
+        yield n, ends
+        ends = [end for end in ends if end - n >= 0 and ids[end - n] == ids[position - n]]
+        n += 1
+
+
+def continuations(ids: list[int], ends: list[int]) -> dict[int, list[int]]:
+    """The tokens that follow the earlier occurrences ending at `ends`: token → the positions where it follows."""
+    found = {}
+    for end in ends:
+        found.setdefault(ids[end + 1], []).append(end + 1)
+    return found
+
+
+def said_before(ids: list[int], pieces: list[str], position: int) -> bool:
+    """Is the token after `position` the end of a passage said earlier: do its last REPEAT_MIN characters (two
+    tokens at least) come before, whole? Then an earlier saying predicts it, and copying could."""
+    end, n, chars = position + 1, 0, 0
+    while end < len(ids) and end - n >= 0 and (n < 2 or chars < REPEAT_MIN):
+        chars += len(pieces[end - n])
+        n += 1
+    if end >= len(ids) or n < 2 or chars < REPEAT_MIN:
+        return False
+    span = ids[end - n + 1:end + 1]
+    return any(ids[start:start + n] == span for start in range(end - n + 1))
+
+
+def copy_miss(run: Inspection, position: int, layer: int, head: int, n_keys: int = 4) -> CopyMiss | None:
+    """Why the model misses a token its text said before, at `position`, as head (layer, head) sees it; None when
+    the next token ends no passage said before (said_before), or the model's top guess is that token."""
+    ids = run.ids.tolist()
+    if not said_before(ids, run.pieces, position):
+        return None
+    probs = run.logits_at(position).float().softmax(-1)
+    expected, guess = ids[position + 1], int(probs.argmax())
+    if guess == expected:
+        return None
+    prefix, ambiguous, telling, after_token = 0, {}, 0, {}
+    for n, ends in earlier_matches(ids, position):
+        found = continuations(ids, ends)
+        after_token = after_token or found  # (n = 1: the keys an induction head reads from this query)
+        if len(found) > 1:
+            prefix, ambiguous = n, found
+        elif not telling and expected in found:
+            telling = n
+    weights = run.patterns[layer, head, position, :position + 1].double()
+    top = torch.topk(weights, min(n_keys, position + 1))
+    keys = [(int(i), float(w)) for w, i in zip(top.values, top.indices)]
+    others = [key for token, found in after_token.items() if token != expected for key in found]
+    return CopyMiss(position, expected, guess, float(probs[expected]), float(probs[guess]), keys,
+                    float(weights[after_token[expected]].sum()), float(weights[others].sum()), prefix, ambiguous,
+                    telling)
+
+
+def copy_misses(run: Inspection) -> list[int]:
+    """The positions whose next token an earlier saying predicts but the model does not rank first (the positions
+    copy_miss explains)."""
+    ids = run.ids.tolist()
+    guesses = run.logits.argmax(-1).tolist()
+    return [q for q in range(len(ids) - 1) if guesses[q] != ids[q + 1] and said_before(ids, run.pieces, q)]
+
+
 def char_losses(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Cross-entropy (nats) of each character given the ones before it; NaN for the first, which has none."""
     losses = F.cross_entropy(logits[:-1].float(), ids[1:], reduction="none")

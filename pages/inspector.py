@@ -6,6 +6,7 @@ The tabs live in explorer.inspector_views: cached per checkpoint and text, each 
 import streamlit as st
 
 from explorer import inspector_figures as figs
+from explorer import inspector_link as link
 from explorer import inspector_views as views
 from explorer.checkpoints import Opened, checkpoint_meta, open_checkpoint
 from explorer.i18n import say, t
@@ -13,8 +14,6 @@ from gptcore import inspector as ins
 from gptcore.data import unknown_warning
 from gptcore.errors import UserError
 from gptcore.runs import corpus_of
-
-TABS = ("attention", "predictions", "finder", "compare", "training")
 
 
 def show_facts(opened: Opened) -> None:
@@ -33,17 +32,17 @@ def show_facts(opened: Opened) -> None:
 
 
 def start_settings(view: views.Inspected) -> None:
-    """Kept settings that no longer fit (a shorter text, a smaller model) start again where they make sense."""
-    T, cfg, state = len(view.run.ids), view.cfg, st.session_state
-    # Where a name comes back is where copying shows: the position both tabs share starts there.
-    if not 0 <= state.get(view.query_key, -1) < T:
-        name_again = ins.repeat_position(view.run.pieces)
-        state[view.query_key] = T - 1 if name_again is None else name_again
+    """Kept settings that no longer fit (a shorter text, a smaller model) start again where they make sense; then a
+    link's position and head, where they fit."""
+    cfg, state = view.cfg, st.session_state
+    if not 0 <= state.get(view.query_key, -1) < len(view.run.ids):  # (both tabs share the position)
+        state[view.query_key] = view.start_position
     # The head enlarged first, for each checkpoint opened, is the one that copies best on random tokens shown twice.
     if state.get("inspect-heads-of") != view.opened.name or not (
             0 <= state.get("inspect-layer", -1) < cfg.n_layer and 0 <= state.get("inspect-head", -1) < cfg.n_head):
-        state["inspect-layer"], state["inspect-head"] = view.copying_head[:2] if view.copying_head else (0, 0)
+        state["inspect-layer"], state["inspect-head"] = view.first_head
         state["inspect-heads-of"] = view.opened.name
+    link.position_and_head(len(view.run.ids), cfg.n_layer, cfg.n_head, view.query_key)
     if state.get("inspect-topk", 0) > min(cfg.vocab_size, views.BAR_LIMIT):  # (a slider refuses a kept value
         # above its new max)
         del state["inspect-topk"]
@@ -53,13 +52,17 @@ def start_settings(view: views.Inspected) -> None:
 
 st.title(t("inspector.title"))
 st.markdown(t("inspector.intro"))
+link.follow()  # (a link opened: its checkpoint, text and tab, before the widgets that hold them)
 opened = open_checkpoint("inspector", "inspect")
+link.say_missing(opened)
 show_facts(opened)
 
 text = st.text_area(t("inspector.text"), ins.DEFAULT_TEXT, height=100, key="inspect-text", persist_state=views.KEEP,
                     help=t("inspector.text_help"))
 if text == ins.DEFAULT_TEXT:
     st.caption(t("inspector.default_text"))
+elif len(text) > link.LINK_CHARS:
+    st.caption(t("inspector.link.text_cut", limit=link.LINK_CHARS))
 try:
     run = views.inspected(opened.key, text)
 except UserError as e:
@@ -81,11 +84,4 @@ with st.spinner(figs.worded("inspector.scoring", opened.tokens)):
 view = views.Inspected(opened, text, run, ins.strongest_head(copying, "induction"))
 start_settings(view)
 
-# The tabs are lazy: only the open one runs, which keeps a click on this page quick.
-tabs = st.tabs([t(f"inspector.tabs.{tab}") for tab in TABS], key="inspect-tab", on_change="rerun")
-show = {"attention": views.attention_tab, "predictions": views.predictions_tab, "finder": views.finder_tab,
-        "compare": views.compare_tab, "training": views.training_tab}
-for tab, container in zip(TABS, tabs):
-    if container.open:
-        with container:
-            show[tab](view)
+views.tabs(view)  # lazy, and a fragment: a tab switch reruns only the tabs

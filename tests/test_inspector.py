@@ -390,3 +390,52 @@ def test_smollm2_answers_in_its_chat_template_and_stops_at_its_end_of_turn(smoll
     assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
     answer = ins.generate(model, tokenizer, "What is the capital of France?", 60, 0.0, None, 0, chat=True)
     assert "Paris" in answer and len(tokenizer.encode(answer)) < 60  # ended by <|im_end|>, which is left out
+
+
+def crafted_inspection(text: str, guess: str, head_weights: dict[int, float], query: int) -> ins.Inspection:
+    """An Inspection of a character text whose logits put `guess` first at every position, and whose one head
+    (L0H0) puts head_weights on its keys from `query` (the rest of the row on the query itself)."""
+    tokenizer = CharTokenizer(sorted(set(text + guess)))
+    ids = torch.tensor(tokenizer.encode(text))
+    T, V = len(ids), tokenizer.vocab_size
+    unembed = torch.eye(V)  # the final state is the logits
+    final = torch.zeros(T, V)
+    final[:, tokenizer.encode(guess)[0]] = 5.0
+    patterns = torch.eye(T)[None, None].clone()
+    patterns[0, 0, query] = 0.0
+    for key, weight in head_weights.items():
+        patterns[0, 0, query, key] = weight
+    patterns[0, 0, query, query] += 1 - sum(head_weights.values())
+    return ins.Inspection(text, ids, final, unembed, torch.zeros(T), patterns, {}, 0, list(text), T)
+
+
+def test_a_missed_copy_names_the_short_prefix_that_came_before_with_other_continuations():
+    text = "The little dog ran home. The little dog ran home."
+    run = crafted_inspection(text, "l", {10: 0.16, 4: 0.15, 11: 0.14, 29: 0.02}, 35)
+    miss = ins.copy_miss(run, 35, 0, 0)
+    ids = run.ids.tolist()
+    assert (miss.expected, miss.guess) == (ids[11], ids[4])  # 'd' expected, 'l' guessed
+    # 'e␣' came before followed by 'l' (at 4 and 29) and by 'd' (at 11); 'le␣' only by 'd'
+    assert miss.prefix == 2 and miss.continuations == {ids[4]: [4, 29], ids[11]: [11]}
+    assert miss.telling == 3
+    assert [k for k, _ in miss.keys] == [35, 10, 4, 11] and miss.keys[0][1] == pytest.approx(0.53)
+    assert miss.weight_expected == pytest.approx(0.14) and miss.weight_others == pytest.approx(0.17)
+    V = len(set(text))
+    assert miss.p_guess == pytest.approx(math.exp(5) / (math.exp(5) + V - 1))  # the model's own, temperature 1
+    assert miss.p_expected == pytest.approx(1 / (math.exp(5) + V - 1))
+
+
+def test_nothing_is_explained_where_the_guess_is_right_or_nothing_was_said_before():
+    text = "The little dog ran home. The little dog ran home."
+    assert ins.copy_miss(crafted_inspection(text, "d", {11: 0.9}, 35), 35, 0, 0) is None  # right
+    assert ins.copy_miss(crafted_inspection(text, "l", {}, 10), 10, 0, 0) is None  # first saying: no copy to miss
+    run = crafted_inspection(text, "x", {}, 35)
+    # the second saying (from 25) once eight of its characters have come, the next one included
+    assert ins.copy_misses(run) == list(range(25 + 8 - 2, len(text) - 1))
+
+
+def test_said_before_needs_a_passage_of_eight_characters_said_earlier():
+    ids = list("abcdefghij abcdefghij")
+    pieces = list(ids)
+    assert [q for q in range(len(ids)) if ins.said_before(ids, pieces, q)] == list(range(17, 20))
+    assert not ins.said_before(list("the cat. the dog."), list("the cat. the dog."), 12)  # 'the ' is too short
