@@ -57,7 +57,7 @@ def copy_miss(run: ins.Inspection, tokenizer: Tokenizer, position: int, head: tu
                      if miss.telling else say("untold", expected=expected))
     else:
         lines.append(say("unambiguous", token=quoted(tokenizer, ids[position]), expected=expected))
-    keys = t("inspector.notes.keys_separator").join(
+    keys = t("inspector.notes.list_separator").join(
         t("inspector.notes.key", weight=weight, token=quoted(tokenizer, ids[key]), position=key)
         for key, weight in miss.keys)
     lines.append(say("keys", head=f"L{head[0]}H{head[1]}", position=position, keys=keys))
@@ -72,8 +72,9 @@ def surprise(run: ins.Inspection, tokenizer: Tokenizer, misses: list[int]) -> st
     if not misses:
         return None
     ids = run.ids.tolist()
-    listed = ", ".join(t("inspector.notes.listed", token=quoted(tokenizer, ids[q + 1]), position=q + 1)
-                       for q in misses[:LISTED]) + (", …" if len(misses) > LISTED else "")
+    separator = t("inspector.notes.list_separator")
+    listed = separator.join(t("inspector.notes.listed", token=quoted(tokenizer, ids[q + 1]), position=q + 1)
+                            for q in misses[:LISTED]) + (separator + "…" if len(misses) > LISTED else "")
     return figs.worded("inspector.notes.surprise", tokenizer.kind != "char", n=len(misses), listed=listed,
                        positions=", ".join(map(str, misses[:LISTED])))
 
