@@ -61,14 +61,18 @@ def diverged_message(error: Diverged, out_dir: Path | None) -> Message:
     return said
 
 
+def what_was_kept(folder: Path) -> tuple[int | None, Message]:
+    """(the step of the run's last whole checkpoint or None, a sentence saying so)."""
+    kept = last_checkpoint_step(folder)
+    if kept is None:
+        return None, message("train.full_nothing_kept", "No checkpoint had been saved yet, so nothing was kept.")
+    return kept, message("train.full_kept", "The checkpoint of step {step:,} is kept whole in {path}.", step=kept,
+                         path=folder)
+
+
 def disk_full(error: ckpt.DiskFull, out_dir: Path, step: int) -> ckpt.DiskFull:
     """The run cannot save at this step: say so and what was kept, and mark what was kept as failed."""
-    kept = last_checkpoint_step(out_dir)
-    if kept is None:
-        saved = message("train.full_nothing_kept", "No checkpoint had been saved yet, so nothing was kept.")
-    else:
-        saved = message("train.full_kept", "The checkpoint of step {step:,} is kept whole in {path}.", step=kept,
-                        path=out_dir)
+    kept, saved = what_was_kept(out_dir)
     said = message("train.disk_full", "The disk is full: the run stopped at step {step:,}, whose checkpoint "
                    "could not be written ({error}). {saved} Free some space, then continue the run.",
                    step=step, error=error.message, saved=saved)
@@ -87,12 +91,7 @@ def process_lost(error: BaseException, folder: Path, mark: bool) -> Message:
     text = str(error)
     reason = next((words for words in ("Connection reset by peer", "Connection closed by peer") if words in text),
                   text.splitlines()[0][:160] if text else type(error).__name__)
-    kept = last_checkpoint_step(folder)
-    if kept is None:
-        saved = message("train.full_nothing_kept", "No checkpoint had been saved yet, so nothing was kept.")
-    else:
-        saved = message("train.full_kept", "The checkpoint of step {step:,} is kept whole in {path}.", step=kept,
-                        path=folder)
+    kept, saved = what_was_kept(folder)
     said = message("train.process_lost", "Another process of this run has stopped ({reason}), so the run cannot go "
                    "on. {saved} Continue it with --resume.", reason=reason, saved=saved)
     if mark and kept is not None:
