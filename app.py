@@ -13,7 +13,7 @@ from explorer.ui import load_torch_in_background, sidebar
 ICON = Path(__file__).resolve().parent / "static" / "icon.png"
 st.set_page_config(page_title=t("app.title"), page_icon=str(ICON), layout="wide")
 
-PAGES = {t(f"app.sections.{section}"): [st.Page(f"pages/{stem}.py", title=t(f"app.pages.{stem}"),
+PAGES = {t(f"app.sections.{section}"): [st.Page(f"app_pages/{stem}.py", title=t(f"app.pages.{stem}"),
                                                  icon=f":material/{icon}:", default=stem == DEFAULT_PAGE)
                                          for stem, icon in pages]
          for section, pages in SECTIONS.items()}

@@ -244,7 +244,7 @@ def page_opens(page, frames: Frames, rounds: int) -> dict[str, Samples]:
     the new page's title on screen, its script run finished and every chart in the viewport drawn.
     """
     nav = page.get_by_test_id("stSidebarNavItems")
-    # app.py's navigation (a fresh server's first answer can list the pages/ files by name before it)
+    # app.py's navigation (a fresh server's first answer can list the app_pages/ files by name before it)
     nav.get_by_role("link", name="Inspect", exact=True).wait_for(timeout=120_000)
     titles = [t.split("\n")[-1].strip() for t in nav.get_by_role("link").all_inner_texts()]  # (after the icon)
     start = catalog("en")[f"app.pages.{DEFAULT_PAGE}"]  # open already: a click on it changes nothing, so last

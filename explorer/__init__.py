@@ -1,1 +1,1 @@
-"""The app layer: everything that imports Streamlit or Plotly. Pages under pages/ are thin scripts over it."""
+"""The app layer: everything that imports Streamlit or Plotly. Pages under app_pages/ are thin scripts over it."""

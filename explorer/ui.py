@@ -10,29 +10,12 @@ import threading
 import unicodedata
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from gptcore.tokenizer import END_OF_TEXT
 
 from .i18n import language_switch, say, t
 
 log = logging.getLogger(__name__)
-
-
-def _leave_legacy_pages_mode() -> None:
-    """Make a deep link on a fresh server go through app.py's navigation.
-
-    Until app.py has run once, Streamlit treats a `pages/` folder as a legacy multipage app and runs a
-    deep-linked page on its own (no sections, no shared sidebar). Every page imports this module, so
-    switching the mode off here and rerunning sends that first request through app.py.
-    """
-    if PagesManager.uses_pages_directory and get_script_run_ctx() is not None:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
-_leave_legacy_pages_mode()
 
 
 def show_source(*objects, label: str | None = None) -> None:

@@ -8,31 +8,31 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-PAGES = Path(__file__).resolve().parent.parent / "pages"
+PAGES = Path(__file__).resolve().parent.parent / "app_pages"
 
 
 def run_page(name: str) -> AppTest:
-    """Run pages/<name> once and check that it rendered without an exception."""
+    """Run app_pages/<name> once and check that it rendered without an exception."""
     at = AppTest.from_file(str(PAGES / name), default_timeout=60).run()
     assert not at.exception, at.exception
     return at
 
 
 def open_page(stem: str, lang: str = "en") -> AppTest:
-    """pages/<stem>.py opened through app.py, a fresh run of its own: for a page that links to other pages, which
+    """app_pages/<stem>.py opened through app.py, a fresh run of its own: for a page that links to other pages, which
     only the navigation knows, and whose widgets the test changes."""
     at = AppTest.from_file(str(PAGES.parent / "app.py"), default_timeout=120)
     at.query_params["lang"] = lang
     at.run()
     if stem != "home":
-        at.switch_page(f"pages/{stem}.py").run()
+        at.switch_page(f"app_pages/{stem}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
 
 @functools.cache
 def app_page(stem: str, lang: str = "en") -> AppTest:
-    """pages/<stem>.py opened through app.py (so with the navigation and the sidebar) in `lang`, rendered once for
+    """app_pages/<stem>.py opened through app.py (so with the navigation and the sidebar) in `lang`, rendered once for
     the whole test session: every test that only reads a page's first render shares it. Never set a widget or
     rerun it; a test that does takes its own run_page() or open_page()."""
     return open_page(stem, lang)

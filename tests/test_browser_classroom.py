@@ -44,7 +44,8 @@ def open_form(page, url: str, words: dict):
 
 def test_a_deep_link_on_the_modules_fresh_server_gets_the_apps_navigation(app_url, open_page):
     """The first test of the module, on the server the module starts (app.py has not run there yet): a link
-    straight to a page still gets the app's navigation, not Streamlit's list of the files in pages/."""
+    straight to a page still gets the app's navigation: the pages' folder is not named pages/, so Streamlit does not
+    treat the app as a legacy multipage app that lists its files."""
     page = open_page()
     page.goto(f"{app_url}/rope")
     page.get_by_text("RoPE: position by rotation").wait_for(timeout=60_000)

@@ -23,7 +23,7 @@ from gptcore.tokenizer import END_OF_TEXT, BPETokenizer, CharTokenizer, HFTokeni
 
 transformers = pytest.importorskip("transformers", reason="transformers (the test referee) is not installed")
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
+PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
 # 74 characters like the tutorial's: a newline, a space, punctuation, the digits but 0, both cases of the alphabet
 CHARS = sorted("\n !\"'(),-.:;?" + string.digits[1:] + string.ascii_letters)
 CHAR_TEXTS = ["Once upon a time, there was a little dog named Max.",

@@ -105,7 +105,7 @@ def message_calls():
     A call whose key or template is not a literal string is reported with key None, so it fails below.
     """
     callees = user_error_names() | {"message", "Message", "cls"}
-    for path in [*ROOT.glob("gptcore/**/*.py"), *ROOT.glob("explorer/*.py"), *ROOT.glob("pages/*.py")]:
+    for path in [*ROOT.glob("gptcore/**/*.py"), *ROOT.glob("explorer/*.py"), *ROOT.glob("app_pages/*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call):
                 continue

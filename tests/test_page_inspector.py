@@ -14,7 +14,7 @@ from gptcore import inspector as ins
 from gptcore.runs import SHIPPED as SHIPPED_NAME
 
 SHIPPED = folders.CHECKPOINT_ROOT / SHIPPED_NAME
-PAGE = Path(__file__).resolve().parent.parent / "pages" / "inspector.py"
+PAGE = Path(__file__).resolve().parent.parent / "app_pages" / "inspector.py"
 
 
 @pytest.fixture(scope="module")

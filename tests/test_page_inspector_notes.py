@@ -12,7 +12,7 @@ from gptcore import folders
 from gptcore import inspector as ins
 from gptcore.runs import SHIPPED as SHIPPED_NAME
 
-PAGE = Path(__file__).resolve().parent.parent / "pages" / "inspector.py"
+PAGE = Path(__file__).resolve().parent.parent / "app_pages" / "inspector.py"
 SAID_TWICE = "The little dog ran home. The little dog ran home."  # the learner's sentence of the review
 NO_REPEAT = "Once upon a time, a girl named Lily found a red ball in the park."
 INDUCTION = (3, 2)  # the shipped model's induction head (checkpoints/README.md), the one the page enlarges first

@@ -15,7 +15,7 @@ from gptcore import circuits, folders, interp
 from gptcore import inspector as ins
 from gptcore.runs import SHIPPED
 
-PAGE = Path(__file__).resolve().parent.parent / "pages" / "trace.py"
+PAGE = Path(__file__).resolve().parent.parent / "app_pages" / "trace.py"
 TABS = ("step", "lens", "attribution", "ablation", "patching")
 
 

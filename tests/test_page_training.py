@@ -26,7 +26,7 @@ from gptcore.recipes import RECIPES
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
+PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
 TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_context=16,
             tr_t_steps=20, tr_t_batch_size=4, tr_t_eval_every=10, tr_t_sample_every=10, tr_t_checkpoint_every=10,
             tr_t_threads=1)

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from explorer.ui import job_registry
 from gptcore import folders
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
+PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
 TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_context=16, tr_t_steps=5,
             tr_t_batch_size=4, tr_t_eval_every=5, tr_t_threads=1)
 

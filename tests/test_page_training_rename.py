@@ -11,7 +11,7 @@ from gptcore.config import GPTConfig
 from gptcore.model import GPT
 from gptcore.tokenizer import CharTokenizer
 
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "training.py")
+PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
 
 
 @pytest.fixture

@@ -131,7 +131,7 @@ def test_the_inspect_page_shows_a_bpe_model_token_by_token(tmp_path, monkeypatch
     trainer = Trainer.fresh(TINY, tc, CORPUS, out_dir=tmp_path / "bpe-run")
     trainer.run()
     monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
-    page = str(folders.PROJECT_ROOT / "pages" / "inspector.py")
+    page = str(folders.PROJECT_ROOT / "app_pages" / "inspector.py")
     at = AppTest.from_file(page, default_timeout=90)
     at.session_state["inspect-text"] = "Lily met Lily."
     at.run()

@@ -12,8 +12,8 @@ st.title(t("recap.title"))
 st.header(t("recap.three.header"))
 st.markdown(t("recap.three.text"))
 left, right = st.columns(2)
-left.page_link("pages/averaging_to_attention.py", label=t("recap.three.back"), icon="↩️")
-right.page_link("pages/training.py", label=t("recap.three.train"), icon="▶️")
+left.page_link("app_pages/averaging_to_attention.py", label=t("recap.three.back"), icon="↩️")
+right.page_link("app_pages/training.py", label=t("recap.three.train"), icon="▶️")
 
 # --- from here to GPT-2 ----------------------------------------------------------------------------------
 st.header(t("recap.bridge.header"))

@@ -102,7 +102,7 @@ else:
             st.session_state[INSPECT_TEXT] = text
 
         if st.button(tr("trained.open"), key="mh-to-inspect", icon=":material/biotech:", on_click=open_in_inspect):
-            st.switch_page("pages/inspector.py")
+            st.switch_page("app_pages/inspector.py")
         st.caption(tr("trained.open_caption"))
     show_source(mh.head_profiles, mh.head_role, ins.head_scores)
 

@@ -141,7 +141,7 @@ st.dataframe(shown_table(hp.stability_table(scale, cap), "hyperparameters", prec
 curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
 show_chart(drift_figure(curves, hp.patched_probabilities(scale, cap), scale), key="hp-drift-fig")
 st.markdown(t("hyperparameters.stability.attention_reading"))
-st.page_link("pages/faster_training.py", label=t("hyperparameters.stability.speedrun_link"), icon="⏩")
+st.page_link("app_pages/faster_training.py", label=t("hyperparameters.stability.speedrun_link"), icon="⏩")
 show_source(hp.patched_logits, hp.stability_table)
 
 st.subheader(t("hyperparameters.z.header"))

@@ -15,12 +15,12 @@ left, right = st.columns([3, 2], gap="large")
 with left:
     st.subheader(t("home.path_heading"))
     for stem in PATH:
-        st.page_link(f"pages/{stem}.py", label=t(f"home.path.{stem}.label"))
+        st.page_link(f"app_pages/{stem}.py", label=t(f"home.path.{stem}.label"))
         st.caption(t(f"home.path.{stem}.blurb"))
 with right:
     st.subheader(t("home.lab_heading"))
     for stem in LAB:
-        st.page_link(f"pages/{stem}.py", label=t(f"home.lab.{stem}.label"))
+        st.page_link(f"app_pages/{stem}.py", label=t(f"home.lab.{stem}.label"))
         st.caption(t(f"home.lab.{stem}.blurb"))
     cfg = GPTConfig()
     st.subheader(t("home.model_heading"))
