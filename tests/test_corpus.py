@@ -272,6 +272,23 @@ def test_the_corpus_is_the_text_the_shipped_model_was_trained_on(text):
         "6ce5f973b85fa88be50e70af74fe49368be0f8776c3ce28b70070679a7c2c505"
 
 
+@pytest.mark.parametrize(("n", "seed", "digest"), [
+    (BUILTIN_DEFAULT_CHARS, 0, "36bcbc5f6531ff3d8d2e8f00f12dab1e8bd90d35f1d78afcb6a753e081ddb933"),
+    (54_321, 7, "a39e498e21a08ce59b635914bb042cd61ee560b0b880c50df88efcf816e49744"),
+])
+def test_the_builtin_text_is_the_one_every_shipped_number_was_measured_on(n, seed, digest):
+    """The app's default corpus and one other seed and size, byte for byte: the story templates may move or be
+    reworded in code, never change what they write."""
+    assert hashlib.sha256(generate_stories(n, seed=seed).encode()).hexdigest() == digest
+
+
+def test_the_facts_told_about_each_story_are_the_ones_recorded():
+    rng = random.Random(123)
+    facts = [(s.hero, s.pronoun, sorted(s.cast.items()), s.invented) for s in (generate_story(rng) for _ in range(300))]
+    assert hashlib.sha256(repr(facts).encode()).hexdigest() == \
+        "2df8d588453800ebbd14a30a5e7565ea5520909c749e85fb8367ab83eb8cb756"
+
+
 def test_the_word_lists_and_the_ladder_measurements_are_installed_with_the_package():
     from gptcore.ladder import LADDER_CURVES
 
