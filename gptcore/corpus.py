@@ -17,7 +17,9 @@ characters, each said again right after. Stories alone grow a copying head; the
 drills then teach the model to trust it over what its language habits expect (the
 shipped model had both, one after the other: checkpoints/README.md).
 
-Only `random.Random` is used, so generating text never touches torch's RNG.
+The words and sentences are data: corpus_words.toml holds the word lists, corpus_stories.toml the sentence
+templates as short scripts (its header says how they read). This module draws each story's cast, props and
+invented words and tells the scripts. Only `random.Random` is used, so generating text never touches torch's RNG.
 """
 
 import random
@@ -25,6 +27,7 @@ import re
 import string
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -42,6 +45,7 @@ DRILL_LENGTHS = (8, 64)  # characters in one drill's line, at least and at most
 
 # The vocabulary and the story parts: word lists, places, plots' props, songs and speech tags (see the file's notes)
 WORDS_FILE = Path(__file__).with_name("corpus_words.toml")
+STORIES_FILE = Path(__file__).with_name("corpus_stories.toml")  # the sentence templates, as scripts
 with WORDS_FILE.open("rb") as _file:
     _WORDS = tomllib.load(_file)
 
@@ -68,7 +72,7 @@ _SPOTS, _DISTRACTIONS = _WORDS["places"]["spots"], _WORDS["places"]["distraction
 _PLOT_PARTS = _WORDS["plots"]
 _FEARS, _HELPEES, _GIFTS = _PLOT_PARTS["fears"], _PLOT_PARTS["helpees"], _PLOT_PARTS["gifts"]
 _TREASURES, _WEATHER, _WARNINGS = _PLOT_PARTS["treasures"], _PLOT_PARTS["weather"], _PLOT_PARTS["warnings"]
-_ECHO_ROUNDS = _PLOT_PARTS["echo_rounds"]
+_RIDES, _ECHO_ROUNDS = _PLOT_PARTS["rides"], _PLOT_PARTS["echo_rounds"]
 _SONG_VERBS, _SONG_GOALS = _WORDS["songs"]["verbs"].split(), _WORDS["songs"]["goals"].split()
 _SONGS = _WORDS["songs"]["songs"]
 _TAGS = _WORDS["speech_tags"]  # a line's last character -> [verbs of a first line, verbs of a reply]
@@ -96,7 +100,7 @@ def _cap(s: str) -> str:
 
 
 class _Builder:
-    """Holds one story's cast and fills sentence templates from `ctx`."""
+    """Holds one story's cast and tells scripts of sentence templates (corpus_stories.toml), filled from `ctx`."""
 
     def __init__(self, rng: random.Random):
         self.rng = rng
@@ -120,14 +124,24 @@ class _Builder:
         self.speakers[key] = (name, pron, word)
         self.cast[word] = pron
 
-    def add(self, *templates):
+    def run(self, script: tuple):
+        for action, arguments in script:
+            action(self, *arguments)
+
+    def add(self, templates):
         self.cur.append(_cap(self.pick(templates).format_map(self.ctx)))
 
-    def maybe(self, p, *templates):
+    def maybe(self, p, templates):
         if self.rng.random() < p:
-            self.add(*templates)
+            self.add(templates)
 
-    def say(self, who, *lines, reply=False):
+    def either(self, p, then: tuple, otherwise: tuple):
+        self.run(then if self.rng.random() < p else otherwise)
+
+    def one_of(self, scripts: list):
+        self.run(self.pick(scripts))
+
+    def say(self, who, lines, reply=False):
         """Add a quoted line with a speech tag; 'asked' only ever tags a question."""
         name, pron, word = self.speakers[who]
         line = _cap(self.pick(lines).format_map(self.ctx))
@@ -276,35 +290,52 @@ def _food(b: _Builder):
     b.ctx["food"] = b.pick(_FOOD_ADJS) + " " + b.pick(_FOODS).replace("_", " ")
 
 
+# --- the story templates: scripts in corpus_stories.toml --------------------------
+
+def _compile(script: list) -> tuple:
+    """A script of corpus_stories.toml (its header says the steps) as (builder method, arguments) pairs."""
+    steps = []
+    for step in script:
+        if step == "paragraph":
+            steps.append((_Builder.para, ()))
+            continue
+        head, *rest = step
+        if speaker := re.fullmatch(r"([A-Z]) (says|replies):", head):
+            steps.append((_Builder.say, (speaker[1], rest, speaker[2] == "replies")))
+        elif maybe := re.fullmatch(r"maybe ([0-9.]+):", head):
+            steps.append((_Builder.maybe, (float(maybe[1]), rest)))
+        elif chance := re.fullmatch(r"chance ([0-9.]+):", head):
+            then, otherwise = rest
+            steps.append((_Builder.either, (float(chance[1]), _compile(then), _compile(otherwise))))
+        elif head == "one of:":
+            steps.append((_Builder.one_of, ([_compile(branch) for branch in rest],)))
+        elif head.endswith(":"):
+            raise ValueError(f"{STORIES_FILE.name}: no step is called {head!r}")
+        else:
+            steps.append((_Builder.add, (step,)))
+    return tuple(steps)
+
+
+def _scripts(table: dict) -> dict:
+    return {name: _compile(script) for name, script in table.items()}
+
+
+with STORIES_FILE.open("rb") as _file:
+    _STORIES = tomllib.load(_file)
+_INTRO, _COMPANION_INTRO = _scripts(_STORIES["intro"]), _scripts(_STORIES["companion_intro"])
+_SONG, _PASSWORD, _NOTE = _scripts(_STORIES["song"]), _scripts(_STORIES["password"]), _scripts(_STORIES["note"])
+_ECHO = _scripts(_STORIES["echo"])
+
+
 # --- story parts ---------------------------------------------------------------
 
 def _intro(b: _Builder, role: str):
-    b.add("Once upon a time, there was {a_kind} named {H}.",
-          "Once upon a time, there was {a_kind} named {H} who lived {home}.",
-          "There was once {a_kind} named {H}.",
-          "Long ago, {home}, there lived {a_kind} named {H}.",
-          "Once there was {a_kind} named {H}.",
-          "There was {a_kind} named {H} who lived {home}.")
+    b.run(_INTRO["hero"])
     if b.hero_kind == "kid":
-        b.maybe(0.15, "{H} was {age} years old.", "{he} was only {age} years old.")
-    b.add("{he} was {trait} and loved to {hobby}.",
-          "{H} was a very {trait} {noun_kind}.",
-          "{he} loved to {hobby} more than anything.",
-          "Every day, {H} liked to {hobby}.")
-    b.add("{he} had {a_obj}.", "{H} had {a_obj}.",
-          "{H}'s grandma had given {him} {a_obj}.", "{H} had {a_obj} that {he} loved.",
-          "One day, {H} found {a_obj} under {his} bed.",
-          "For {his} birthday, {H} got {a_obj}.")
-    b.maybe(0.7, "{he} loved {o_it} very much.", "{he} liked to {use} {o_it} every day.",
-            "{H} took {o_it} everywhere {he} went.",
-            "{H} thought {o_sub} {o_was} just perfect.")
-    _companion_intro(b, role)
-    b.add("{H} liked to {use} {his} {noun} {at_place}.",
-          "Every day, {H} went {to_place} with {his} {obj}.",
-          "{H}'s favorite place was {place}.",
-          "Near {his} home was {place}.")
-    b.maybe(0.6, "It was a nice place with {feat} and {feat2}.",
-            "{place} had {feat} and {feat2}.")
+        b.run(_INTRO["age"])
+    b.run(_INTRO["likes"])
+    b.run(_COMPANION_INTRO["adult" if role in _ADULTS else role])
+    b.run(_INTRO["place"])
     if b.rng.random() < SONG_CHANCE:
         _song(b)
     if b.rng.random() < PASSWORD_CHANCE:
@@ -321,20 +352,14 @@ def _song(b: _Builder):
     b.ctx["song"] = b.pick(_SONGS).format(V=v.capitalize(), v=v, v2=v2, W=word, w=word.lower(),
                                           colour=b.pick(_COLOURS), animal=b.pick(_ANIMALS), goal=b.pick(_SONG_GOALS))
     b.invented.append(b.ctx["song"])
-    b.add('{H} had a silly song that {he} liked to sing: "{song}"',
-          '{H} and {C} made up a silly song together: "{song}"')
-    b.add('{H} sang it again and again: "{song}"', 'Then they sang it once more: "{song}"')
+    b.run(_SONG["story"])
 
 
 def _password(b: _Builder):
     """A hideout whose password, a string of random letters and digits, is said three times in a row."""
     b.ctx["password"] = _invent_code(b.rng, b.rng.randint(5, 9))
     b.invented.append(b.ctx["password"])
-    b.add('{H} had a secret hideout, and its password was "{password}!"',
-          'To get into {H}\'s secret hideout, you had to say the password: "{password}!"')
-    b.add('{C} knocked and said, "{password}!"', '"{password}!" said {C} at the door.')
-    b.add('"{password}!" {H} said back, and {he} let {C} in.',
-          '{H} smiled and said, "{password}!" Then {he} opened the door.')
+    b.run(_PASSWORD["story"])
 
 
 def _note(b: _Builder):
@@ -343,315 +368,17 @@ def _note(b: _Builder):
     groups = [_invent_code(b.rng, b.rng.randint(3, 5)) for _ in range(b.rng.randint(3, 5))]
     b.ctx["note"] = " ".join(groups)
     b.invented.append(b.ctx["note"])
-    b.add('{H} kept a note with a secret message on it: "{note}."',
-          '{C} gave {H} a note with a secret message: "{note}."')
-    b.add('Every night, {H} read it out loud: "{note}."', '{H} read the message again, slowly: "{note}."')
-    b.add('Then {he} whispered it once more: "{note}."', '"{note}," {H} said to {himself}.')
+    b.run(_NOTE["story"])
 
 
-def _companion_intro(b: _Builder, role: str):
-    if role in _ADULTS:
-        b.add("{H} lived with {his} {c_kind}, who loved {him} very much.",
-              "{his} {c_kind} always took good care of {him}.",
-              "{H} loved to spend time with {his} {c_kind}.")
-    elif role == "group":
-        b.add("A family of {c_kind} lived near {H}'s home.",
-              "{H} had some friends who were {c_kind}.",
-              "Not far away lived a family of {c_kind}, and they were {H}'s friends.")
-    elif role == "pet":
-        b.add("{H} had a pet {c_kind} named {C}.",
-              "{H} lived with {his} {c_kind}, {C}.",
-              "{H} had a {trait} little {c_kind} named {C}.")
-    else:
-        b.add("{H} had a best friend named {C}.",
-              "{his} best friend was {c_a_kind} named {C}.",
-              "Next door lived {c_a_kind} named {C}, and they were good friends.",
-              "{H} often played with {his} friend {C}.")
-
-
-def _plot_lost(b: _Builder):
-    b.ctx.update(spot=b.pick(_SPOTS), spot2=b.pick(_SPOTS), spot3=b.pick(_SPOTS),
-                 distraction=b.pick(_DISTRACTIONS), time=b.pick(_TIMES))
-    b.add("One {time}, {H} took {his} {obj} {to_place}.",
-          "One day, {H} went {to_place} with {his} {obj}.",
-          "One {time}, {H} and {C} went {to_place} to play.")
-    b.add("{he} had so much fun {using} {his} {noun}.", "{H} played for a long time.",
-          "{H} was having a great time.")
-    b.add("Then {H} put {his} {obj} down to look at {distraction}.",
-          "Then {H} saw {distraction} and ran to see it.")
-    b.add("When {he} came back, the {noun} {o_was} gone!",
-          "When {he} turned around, {his} {obj} {o_was} gone!")
-    b.say("H", "Oh no! Where is my {noun}?", "My {obj} {o_is} gone!",
-          "Where did my {noun} go?")
-    b.maybe(0.6, "{H} felt very sad.", "{he} began to cry.", "{H} was very worried.")
-    b.para()
-    b.add("{C} saw that {H} was sad and came to help.",
-          "{C} heard {H} and came over.", "{C} saw {H} crying.")
-    b.say("C", "Don't worry, {call}. We will find {o_it} together.",
-          "Let us look for {o_it} together.", "Do not be sad, {call}. I will help you.")
-    b.add("They looked {spot} and {spot2}.", "They looked everywhere.",
-          "{H} and {C} looked {spot}, but {o_it} {o_was} not there.")
-    if b.rng.random() < 0.5:
-        b.add("At last, {C} found the {obj} {spot3}.")
-        b.say("H", "You found {o_it}! Thank you, {c_call}!")
-    else:
-        b.add("Then {H} saw something {o_col} {spot3}. It was {his} {obj}!",
-              "Then {H} looked {spot3}, and there {o_was} the {noun}!")
-        b.say("H", "My {noun}! I am so happy!", "Thank you for helping me, {c_call}!")
-    b.maybe(0.5, "{H} gave {C} a big hug.", "{H} held the {noun} tight.")
-    b.para()
-    b.add("From that day on, {H} always kept {his} {obj} close.",
-          "{H} learned to take good care of {his} things, and {he} never lost {his} {noun} again.",
-          "{H} was happy to have {his} {obj} back, and even happier to have {C} by {his} side.",
-          "That day, {H} learned that it is easier to find lost things when someone helps you.")
-
-
-def _plot_sharing(b: _Builder):
-    b.ctx["time"] = b.pick(_TIMES)
-    b.add("One day, {C} came to play with {H} {at_place}.",
-          "One {time}, {H} and {C} went {to_place}.",
-          "One {time}, {H} was {using} {his} {obj} {at_place} when {C} came by.")
-    b.add("{C} saw the {obj} and wanted to {use} {o_it} too.",
-          "{C} looked at the {noun} and wanted a turn.")
-    b.say("C", "Can I {use} your {noun}, please?", "May I have a turn, {call}?",
-          "Can I try your {obj}?")
-    b.say("H", "No, {o_itis} mine!", "No! I want to {use} {o_it} by myself!", reply=True)
-    b.add("{C} felt sad and walked away.", "{C} {c_was} sad, so {c_he} sat down alone.",
-          "{C} did not say anything, but {c_he} looked very sad.")
-    b.para()
-    b.add("{H} {used} {his} {noun} alone, but it was not fun anymore.",
-          "{H} played by {himself} for a while, but {he} did not feel happy.")
-    b.add("{he} thought about how {C} felt.", "{he} looked over at {C} and felt bad.")
-    b.say("H", "I am sorry, {c_call}. Let us {use} my {noun} together.",
-          "I am sorry. You can have a turn, {c_call}.",
-          "{c_call}, I want to share my {noun} with you.")
-    b.add("{C} smiled, and they took turns {using} the {obj}.",
-          "{C} smiled a big smile, and they took turns {using} the {noun}.")
-    b.maybe(0.6, "They laughed and had fun all day.", "Sharing made them both happy.")
-    b.para()
-    b.add("{H} learned that sharing is caring.",
-          "From that day on, {H} always shared {his} {obj} with {C}.",
-          "{H} learned that playing together is more fun than playing alone.",
-          "After that, {H} and {C} shared everything, even the {obj}.")
-
-
-def _plot_fear(b: _Builder):
-    b.ctx.update(zip(("fear", "challenge", "challenged", "to_fear"), b.pick(_FEARS)))
-    b.ctx["magic"] = _invent_magic_word(b.rng)
-    b.invented.append(b.ctx["magic"])
-    b.add("One day, {H} went {to_fear} with {C}.",
-          "One day, {C} took {H} {to_fear}.",
-          "One afternoon, {H} and {C} went {to_fear}.")
-    b.add("There, {H} saw {fear}.", "{H} looked up at {fear}.")
-    b.add("{H} was scared of {fear}.", "{he} felt very small and scared.")
-    b.say("C", "Do you want to {challenge}?", "Come on, {call}! Let us {challenge}!")
-    b.say("H", "No, I am too scared.", "I can't. What if I get hurt?", reply=True)
-    b.para()
-    b.add("{C} sat down next to {H}.", "{C} smiled at {H}.", "{C} held {H}'s hand.")
-    b.say("C", "It is okay to be scared. I will be right here with you.",
-          "You are braver than you think, {call}.",
-          "Just try it once. I will be right here.")
-    b.add('{C} taught {H} a magic word for brave days: "{magic}!"',
-          'Then {C} told {H} a secret magic word: "{magic}!"')
-    b.add("{H} took a deep breath.", "{H} held {his} {obj} tight.")
-    b.add('{H} said the magic word, "{magic}!"', '{H} whispered, "{magic}!"')
-    b.add("Then {he} {challenged}.", "Slowly, {he} {challenged}.")
-    b.add("It was not scary at all. It was fun!", "It was a lot of fun!")
-    b.say("H", "I did it! I really did it!", "Can we do it again?")
-    b.para()
-    b.add("From that day on, {H} was not scared of {fear} anymore.",
-          "{H} learned that being brave means trying even when you are scared.",
-          "{H} was still {trait}, but now {he} was brave too.",
-          "That night, {H} went to sleep with a smile, because {he} had been so brave.",
-          "The next day, {H} told everyone {at_place} how brave {he} had been.",
-          'Now, when {H} feels scared, {he} just says, "{magic}!"')
-
-
-def _plot_code(b: _Builder):
-    b.ctx.update(code=_invent_code(b.rng, b.rng.randint(4, 6)), spot=b.pick(_SPOTS), treasure=b.pick(_TREASURES))
-    b.invented.append(b.ctx["code"])
-    b.add("One day, {H} found an old box {spot} {at_place}.",
-          "One day, {H} and {C} went {to_place}, and {H} found an old box {spot}.")
-    b.add("The box had a little lock with letters and numbers on it.", "The box was shut with a code lock.")
-    b.add("On the lid, someone had written {code}.", "Next to the box was a note that said {code}.")
-    b.say("H", "Look, {c_call}! It says {code}!", "What does {code} mean?")
-    b.say("C", "Maybe {code} is the code for the lock.", "Try {code} on the lock, {call}.", reply=True)
-    b.para()
-    b.add("{H} turned the little wheels to {code}, one by one.", "Slowly, {H} set the lock to {code}.")
-    b.add("Click! The box opened.", "With a soft click, the lock opened.")
-    b.add("Inside was {treasure}.", "Inside the box, {H} found {treasure}.")
-    b.say("H", "Wow! A real treasure!", "We found a treasure!", "I can't believe it!")
-    b.maybe(0.6, "{C} laughed and gave {H} a hug.", "{H} showed {C} the treasure.")
-    b.para()
-    b.add("{H} kept the note with {code} on it, so {he} would never forget the day {he} found a treasure.",
-          "{H} shared the treasure with {C}, and they put the box back for someone else to find.",
-          "{H} learned that the best surprises can hide in the smallest places.")
-
-
-def _plot_helping(b: _Builder):
-    who, the, pron, problem, fix = b.pick(_HELPEES)
-    b.ctx.update(x_a=who, x_the=the, x_problem=problem, x_fix=fix)
-    b.char("X", "x_", the, pron, the.split()[-1])
-    b.add("One day, {H} was {using} {his} {obj} {at_place}.",
-          "One morning, {H} went {to_place} with {C}.")
-    b.add("Suddenly, {H} saw {x_a}.", "Then {H} heard a small sound and saw {x_a}.")
-    b.add("{x_the} {x_problem}.")
-    b.say("H", "Don't worry! I will help you!", "Are you okay? Let me help you.")
-    b.para()
-    b.add("{H} put down {his} {noun}. Then {he} {x_fix}.", "{H} {x_fix}.")
-    b.add("{x_the} was so happy.", "{x_the} looked very thankful.")
-    b.maybe(0.5, "{H} felt happy too.", "{H} smiled a big smile.")
-    b.add("{C} saw what {H} did.", "{C} came over to {H}.")
-    b.say("C", "You are very kind, {call}.", "That was so kind of you, {call}!",
-          "I am proud of you, {call}.")
-    b.para()
-    b.add("{H} learned that helping others makes everyone happy.",
-          "{H} went home with {his} {obj} and a warm feeling inside.",
-          "From that day on, {H} always looked for ways to help.",
-          "{H} never forgot {x_the}, and {he} was proud that {he} had been so kind.")
-
-
-def _plot_trip(b: _Builder):
-    _place(b, "t_", avoid=b.ctx["place"])
-    _food(b)
-    b.ctx["ride"] = b.pick(("drove there in the car", "took a big bus",
-                            "rode on a train", "walked there together"))
-    b.add("One morning, {C} had a surprise for {H}.", "One day, {C} woke {H} up early.")
-    b.say("C", "Today we are going {t_to_place}!", "Get ready, {call}! We are going {t_to_place}.")
-    b.say("H", "Yay! Can I bring my {noun}?", "Hooray! I love trips!")
-    b.add("{H} packed {his} {obj} and some {food}.", "{H} took {his} {obj} along.",
-          "{H} packed {his} bag: {his} {obj}, some {food} and a water bottle.")
-    b.add("They {ride}.")
-    b.para()
-    b.add("{t_place} was a nice place with {t_feat} and {t_feat2}.",
-          "{t_place} had {t_feat} and {t_feat2}.")
-    b.add("{H} had never seen anything like it.", "{H}'s eyes went wide.")
-    b.add("{H} {used} {his} {noun} and looked at everything.",
-          "{H} and {C} played all day.")
-    b.add("Later, they sat down and ate the {food}.", "At lunch, they shared the {food}.")
-    b.say("H", "This is the best day ever!", "I love it here!")
-    b.para()
-    b.add("When they got home, {H} was tired but happy.",
-          "That night, {H} fell asleep holding {his} {obj}.")
-    b.add("{he} dreamed about {t_place}.", "{he} could not wait to go back {t_to_place}.",
-          "It was even more fun than playing {at_place}.")
-
-
-def _plot_surprise(b: _Builder):
-    b.ctx.update(zip(("make", "gift"), b.pick(_GIFTS)))
-    b.add("One day, {H} found out it was {c_poss} birthday.",
-          "It was {c_poss} birthday soon, and {H} had an idea.")
-    b.say("H", "I will make a surprise!", "I want to make something special.")
-    b.add("{H} worked hard all morning.", "{H} worked all day {at_place}.")
-    b.add("{he} {make} {C}.")
-    b.maybe(0.5, "{H} hummed a happy tune while {he} worked.",
-            "It was not easy, but {H} did not give up.")
-    b.para()
-    b.add("When {C} saw the {gift}, {c_he} smiled a big smile.",
-          "{H} gave {C} the {gift}, and {C} was so surprised.")
-    b.say("C", "Thank you, {call}! This is the best gift ever!",
-          "You made this for me? I love it!", "Oh, {call}, it is wonderful!")
-    b.add("{C} gave {H} a big hug.", "{H} felt warm and happy inside.")
-    b.para()
-    b.add("{H} learned that the best gifts come from the heart.",
-          "{C} kept the {gift} forever, and {H} kept {his} {obj} close by.",
-          "It was the best birthday {C} ever had, and {H} was very proud.")
-
-
-def _plot_lesson(b: _Builder):
-    warning, oops = b.pick(_WARNINGS)
-    b.ctx["warning"] = warning
-    b.ctx["oops"] = oops.format_map(b.ctx)
-    b.add("One day, {H} and {C} went {to_place}.", "One day, {C} took {H} {to_place}.")
-    b.say("C", "{warning}, {call}.", "{call}, listen to me. {warning}.")
-    b.add("But {H} did not listen.", "{H} nodded, but {he} did not really listen.")
-    b.add("Soon, {oops}.")
-    b.say("H", "Oh no!", "Help! I am sorry!")
-    b.para()
-    b.add("{C} came right away.", "{C} ran over to {H}.")
-    b.add("{C} helped {H} and made everything better.", "{C} held {H} close.")
-    sorry, answer = b.pick((("I am sorry. I should have listened.",
-                             "It is okay. Everyone makes mistakes."),
-                            ("I will listen next time.", "I know you will, {call}.")))
-    b.say("H", sorry)
-    b.say("C", answer, reply=True)
-    b.para()
-    b.add("From that day on, {H} always listened to {C}.",
-          "{H} learned that it is important to listen.",
-          "{H} learned {his} lesson, and {he} was more careful with {his} {obj} after that.")
-
-
-def _plot_broken(b: _Builder):
-    b.add("One day, {H} was {using} {his} {obj} too hard.",
-          "One day, {H} was {using} {his} {obj} {at_place} and was not careful.")
-    b.add("Suddenly, the {noun} {breaks}!", "Then, with a loud sound, {his} {obj} {breaks}.")
-    b.say("H", "Oh no! My {noun} {o_is} broken!", "My {obj}! What will I do now?")
-    b.add("{H} began to cry.", "{H} felt very sad.")
-    b.para()
-    b.add("{C} came to see what was wrong.", "{C} heard {H} and came to help.")
-    b.say("C", "Let me see. I think we can fix {o_it}.", "Do not cry, {call}. We can fix {o_it}.")
-    b.add("{C} got {tool}.", "{C} went to find {tool}.")
-    b.add("They worked together, slowly and carefully.", "{H} helped as much as {he} could.")
-    b.add("Soon the {obj} looked almost like new.", "At last, the {noun} {o_was} fixed!")
-    b.say("H", "Thank you, {c_call}! You are the best!", "{o_itis} as good as new! Thank you!")
-    b.para()
-    b.add("From then on, {H} was gentle with {his} {obj}.",
-          "{H} learned that broken things can often be fixed with a little help.",
-          "{H} still {used} {his} {noun} every day, but now {he} was very careful.")
-
-
-def _plot_new_friend(b: _Builder):
-    name, pron, noun = _named_friend(b, None if b.hero_kind == "kid" else _ANIMALS)
-    b.ctx["x_a"] = _a(noun)
-    b.char("X", "x_", name, pron)
-    b.add("One day, {H} was {at_place} with {his} {obj}.", "One day, {H} went {to_place}.")
-    b.add("There, {H} saw {x_a} sitting all alone.", "{H} saw {x_a} who looked lonely.")
-    b.say("H", "Hi! My name is {H}. Do you want to play?", "Hello! Do you want to play with me?")
-    b.say("X", "Yes, please! My name is {X}.", "I would love to! I am {X}.", reply=True)
-    b.para()
-    b.add("{H} and {X} took turns {using} the {obj}.", "{H} showed {X} {his} {obj}.")
-    b.add("{X} laughed and laughed.", "{X} was very happy.")
-    b.maybe(0.6, "{C} smiled when {c_he} saw {H} with a new friend.",
-            "Later, {H} told {C} all about {X}.")
-    b.para()
-    b.add("From that day on, {H} and {X} were best friends.",
-          "{H} was glad {he} said hello, because now {he} had a new friend.",
-          "{H} learned that a friendly hello can make a new friend.")
-
-
-def _plot_weather(b: _Builder):
-    b.ctx.update(zip(("sign", "event", "after", "fun"), b.pick(_WEATHER)))
-    b.add("One day, {H} was {using} {his} {obj} {at_place} with {C}.",
-          "One day, {H} and {C} were playing {at_place}.")
-    b.add("Suddenly, {sign}.", "Then {sign}.")
-    b.add("Soon {event}.")
-    b.say("C", "Come on, {call}! Let us go inside.", "We need to go home now.")
-    b.add("{H} was sad because {he} could not play anymore.",
-          "{H} did not want to stop; {he} was having too much fun.")
-    b.para()
-    b.add("{H} and {C} waited by the window.", "{H} and {C} sat inside and waited.")
-    b.say("H", "Will it ever stop?", "When can we go out again?")
-    b.say("C", "Just wait and see.", "Be patient, {call}.", reply=True)
-    b.add("After a while, it stopped, and {after}.", "At last it stopped, and {after}.")
-    b.say("H", "Wow! Look at that!", "It is so pretty!")
-    b.add("{H} and {C} ran outside and {fun}.")
-    b.para()
-    b.add("{H} learned that even a gray day can turn into a happy one.",
-          "{H} learned to be patient, and {he} never forgot that day {at_place}.",
-          "It was the most fun {H} ever had {at_place}.")
-
-
-def _plot_echo(b: _Builder):
+def _echo_game(b: _Builder):
     """The echo game: one says a made-up word, the other says it right back twice, the words growing longer.
 
     Each word comes back a few characters after it was said, so copying the earlier mention is the only way to
     predict it: many short copies, which is where a model first learns to copy at all.
     """
+    b.run(_ECHO["opening"])
     names = {"H": b.speakers["H"][0], "C": b.speakers["C"][0]}
-    b.add("One day, {H} and {C} played the echo game {at_place}.", "{H} and {C} loved to play the echo game.")
-    b.add("One of them says a funny word, and the other has to say it right back.",
-          "In the echo game, you say a silly word, and your friend says it back to you.")
-    b.para()
     rounds = b.rng.randint(14, 20)
     for r in range(rounds):
         first, second = ("H", "C") if r % 2 == 0 else ("C", "H")
@@ -663,32 +390,86 @@ def _plot_echo(b: _Builder):
     b.para()
     # the last word is long gibberish, and comes back after a whole sentence: copying from farther back
     b.ctx["long_word"] = _invent_gibberish(b.rng, b.rng.randint(16, 36))
-    b.add('Then {H} said the longest word of all: "{long_word}!"',
-          'At the end, {H} made up a very long word: "{long_word}!"')
-    b.add("{C} thought hard, took a deep breath, and said it back slowly.",
-          "{C} closed {c_his} eyes, thought for a long time, and then tried.")
-    b.say("C", "{long_word}!")
-    b.add("At last the words were so long that they both fell down laughing.",
-          "They played until the sun went down, and the words got longer and sillier.")
-    b.add("{H} learned that the silliest games are the best ones to share.",
-          "It was the most fun {H} had all week.")
+    b.run(_ECHO["closing"])
 
 
-# plot, companion roles it reads well with, whether the home place must be outdoors
-_ANY = "mom dad grandma grandpa friend pet group"
-_PLOTS = [
-    (_plot_lost, _ANY, True),
-    (_plot_sharing, "friend pet group", False),
-    (_plot_fear, _ANY, False),
-    (_plot_helping, _ANY, True),
-    (_plot_trip, "mom dad grandma grandpa friend", False),
-    (_plot_surprise, _ANY, False),
-    (_plot_lesson, "mom dad grandma grandpa", True),
-    (_plot_broken, "mom dad grandma grandpa friend", False),
-    (_plot_new_friend, _ANY, False),
-    (_plot_weather, _ANY, True),
-    (_plot_code, _ANY, True),
-]
+# --- each plot's props, drawn before its script is told ---------------------------
+
+def _lost_props(b: _Builder):
+    b.ctx.update(spot=b.pick(_SPOTS), spot2=b.pick(_SPOTS), spot3=b.pick(_SPOTS),
+                 distraction=b.pick(_DISTRACTIONS), time=b.pick(_TIMES))
+
+
+def _sharing_props(b: _Builder):
+    b.ctx["time"] = b.pick(_TIMES)
+
+
+def _fear_props(b: _Builder):
+    b.ctx.update(zip(("fear", "challenge", "challenged", "to_fear"), b.pick(_FEARS)))
+    b.ctx["magic"] = _invent_magic_word(b.rng)
+    b.invented.append(b.ctx["magic"])
+
+
+def _helping_props(b: _Builder):
+    who, the, pron, problem, fix = b.pick(_HELPEES)
+    b.ctx.update(x_a=who, x_the=the, x_problem=problem, x_fix=fix)
+    b.char("X", "x_", the, pron, the.split()[-1])
+
+
+def _trip_props(b: _Builder):
+    _place(b, "t_", avoid=b.ctx["place"])
+    _food(b)
+    b.ctx["ride"] = b.pick(_RIDES)
+
+
+def _surprise_props(b: _Builder):
+    b.ctx.update(zip(("make", "gift"), b.pick(_GIFTS)))
+
+
+def _lesson_props(b: _Builder):
+    warning, oops = b.pick(_WARNINGS)
+    b.ctx["warning"] = warning
+    b.ctx["oops"] = oops.format_map(b.ctx)
+
+
+def _new_friend_props(b: _Builder):
+    name, pron, noun = _named_friend(b, None if b.hero_kind == "kid" else _ANIMALS)
+    b.ctx["x_a"] = _a(noun)
+    b.char("X", "x_", name, pron)
+
+
+def _weather_props(b: _Builder):
+    b.ctx.update(zip(("sign", "event", "after", "fun"), b.pick(_WEATHER)))
+
+
+def _code_props(b: _Builder):
+    b.ctx.update(code=_invent_code(b.rng, b.rng.randint(4, 6)), spot=b.pick(_SPOTS), treasure=b.pick(_TREASURES))
+    b.invented.append(b.ctx["code"])
+
+
+def _no_props(b: _Builder):
+    pass
+
+
+_PROPS = {"lost": _lost_props, "sharing": _sharing_props, "fear": _fear_props, "helping": _helping_props,
+          "trip": _trip_props, "surprise": _surprise_props, "lesson": _lesson_props, "broken": _no_props,
+          "new_friend": _new_friend_props, "weather": _weather_props, "code": _code_props}
+
+
+@dataclass(frozen=True)
+class _Plot:
+    roles: tuple[str, ...]  # the companion roles it reads well with
+    outdoor: bool  # whether the home place must be outdoors
+    props: Callable[[_Builder], None]
+    story: tuple  # its compiled script
+
+    def tell(self, b: _Builder):
+        self.props(b)
+        b.run(self.story)
+
+
+_PLOTS = [_Plot(tuple(plot["roles"].split()), plot.get("outdoor", False), _PROPS[name], _compile(plot["story"]))
+          for name, plot in _STORIES["plots"].items()]
 _ROLES = "friend friend friend mom mom dad dad grandma grandpa pet pet group".split()
 _ANIMAL_ROLES = [r if r != "pet" else "friend" for r in _ROLES]  # an animal's pet is odd
 
@@ -700,14 +481,13 @@ def generate_story(rng: random.Random) -> Story:
     role = b.pick(_ANIMAL_ROLES if b.hero_kind == "animal" else _ROLES)
     _companion(b, role)
     _object(b)
-    plot, _, outdoor = b.pick([p for p in _PLOTS if role in p[1].split()])
-    if b.rng.random() < ECHO_CHANCE:
-        plot = _plot_echo
-    _place(b, "", outdoor=outdoor)
+    plot = b.pick([p for p in _PLOTS if role in p.roles])
+    tell = _echo_game if b.rng.random() < ECHO_CHANCE else plot.tell
+    _place(b, "", outdoor=plot.outdoor)
     _intro(b, role)
-    plot(b)
+    tell(b)
     if "song" in b.ctx:
-        b.maybe(0.7, 'That night, {H} sang {his} song one more time: "{song}"')
+        b.run(_SONG["reprise"])
     b.para()
     name, pron, _ = b.speakers["H"]
     return Story("\n".join(b.paras), name, pron, b.cast, tuple(b.invented))

@@ -13,7 +13,9 @@ from gptcore.corpus import (
     DRILL_CHARS,
     DRILL_LENGTHS,
     SEPARATOR,
+    STORIES_FILE,
     WORDS_FILE,
+    _compile,
     _retold_material,
     as_typed,
     builtin_description,
@@ -289,12 +291,19 @@ def test_the_facts_told_about_each_story_are_the_ones_recorded():
         "2df8d588453800ebbd14a30a5e7565ea5520909c749e85fb8367ab83eb8cb756"
 
 
-def test_the_word_lists_and_the_ladder_measurements_are_installed_with_the_package():
+def test_a_story_script_step_that_is_not_one_of_the_kinds_is_refused_when_the_file_is_read():
+    with pytest.raises(ValueError, match="no step is called 'H shouts:'"):
+        _compile([["One day, {H} woke up."], ["H shouts:", "Hello!"]])
+    with pytest.raises(ValueError, match="no step is called 'maybe half:'"):
+        _compile([["chance 0.5:", [["maybe half:", "Hi."]], []]])
+
+
+def test_the_word_lists_the_story_templates_and_the_ladder_measurements_are_installed_with_the_package():
     from gptcore.ladder import LADDER_CURVES
 
     config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["gptcore"]
-    for data in (WORDS_FILE, LADDER_CURVES):
+    for data in (WORDS_FILE, STORIES_FILE, LADDER_CURVES):
         assert any(fnmatch.fnmatch(data.name, pattern) for pattern in patterns), data.name
 
 
