@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.demo_plots import curves_figure, row_sums_figure, weights_heatmap
-from explorer.i18n import say, t
+from explorer.i18n import say, scoped, t
 from explorer.jobs import JobRefused
 from explorer.ui import job_progress, job_registry, quiz, show_chart, show_source, story_break_note, with_story_breaks
 from gptcore.demos import averaging as avg
@@ -13,11 +13,7 @@ from gptcore.model import Attention
 LEAK_JOB = "mask-leak"  # a name, shown as is in the sidebar and in a refusal
 LEAK_COLORS = ("#1f77b4", "#d62728")
 text_attention = st.cache_data(avg.text_attention, show_spinner=False)
-
-
-def tr(key: str, **values) -> str:
-    return t(f"averaging_to_attention.{key}", **values)
-
+tr = scoped("averaging_to_attention")
 
 st.title(tr("title"))
 st.markdown(tr("intro"))

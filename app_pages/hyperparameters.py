@@ -4,10 +4,9 @@ import streamlit as st
 from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
 from explorer.i18n import say, t
 from explorer.real_model import PERCENT, check_mark, real_model_panel, side_by_side_table
-from explorer.shipped import shipped_checkpoint, shipped_version
+from explorer.shipped import shipped_or_notice, shipped_version
 from explorer.tables import column_name, shown_table
 from explorer.ui import quiz, show_chart, show_source
-from gptcore.checkpoint import CheckpointError
 from gptcore.demos import hyperparams as hp
 from gptcore.demos import real_models as rm
 from gptcore.demos.anatomy import ModelShape
@@ -146,14 +145,8 @@ show_source(hp.patched_logits, hp.stability_table)
 
 st.subheader(t("hyperparameters.z.header"))
 st.markdown(t("hyperparameters.z.text"))
-try:
-    shipped = shipped_checkpoint()
-except CheckpointError as e:
-    st.error(t("hyperparameters.z.unreadable", error=e.message))
-    shipped = None
-if shipped is None:
-    st.info(t("hyperparameters.z.missing"))
-else:
+shipped = shipped_or_notice()
+if shipped is not None:
     tokenizer = shipped.tokenizer
     text = st.text_input(t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
     try:

@@ -1,13 +1,12 @@
 import streamlit as st
 
 from explorer.demo_plots import head_grid, heatmap_row
-from explorer.i18n import say, t
+from explorer.i18n import say, scoped
 from explorer.real_model import models_table, real_model_panel
-from explorer.shipped import shipped_checkpoint
+from explorer.shipped import shipped_or_notice
 from explorer.tables import shown_table
 from explorer.ui import ACTIVE_CHECKPOINT, show_chart, show_source
 from gptcore import inspector as ins
-from gptcore.checkpoint import CheckpointError
 from gptcore.config import GPTConfig
 from gptcore.demos import multihead as mh
 from gptcore.demos import real_models as rm
@@ -22,11 +21,7 @@ INSPECT_TEXT = "inspect-text"  # the Inspect page's text widget
 PAGE = "multihead_order"
 
 attention_costs = st.cache_data(mh.attention_costs, show_spinner=False)
-
-
-def tr(key: str, **values) -> str:
-    return t(f"{PAGE}.{key}", **values)
-
+tr = scoped(PAGE)
 
 st.title(tr("title"))
 
@@ -60,14 +55,8 @@ show_source(mh.head_patterns, mh.model_attention, Attention)
 
 # --- trained heads ---------------------------------------------------------------------------------------
 st.header(tr("trained.heading"))
-try:
-    shipped = shipped_checkpoint()
-except CheckpointError as e:
-    st.error(tr("trained.cannot_load", reason=e.message))
-    shipped = None
-if shipped is None:
-    st.info(tr("trained.missing"))
-else:
+shipped = shipped_or_notice()
+if shipped is not None:
     model, tokenizer, cfg = shipped.model, shipped.tokenizer, shipped.model.cfg
     st.markdown(tr("trained.body", name=shipped.path.name, n_layer=cfg.n_layer, n_head=cfg.n_head, d_head=cfg.d_head,
                    step=shipped.meta.get("step", 0)))

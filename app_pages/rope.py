@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 from explorer.demo_plots import frequencies_figure, rope_pair_figure, weights_heatmap
-from explorer.i18n import t
+from explorer.i18n import scoped
 from explorer.real_model import models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import quiz, show_chart, show_source
@@ -20,11 +20,7 @@ THETAS = [100, 500, 1_000, 5_000, 10_000, 50_000, 100_000, 500_000, 1_000_000]
 PAGE = "rope"
 
 q, k = rope.tutorial_qk(D)
-
-
-def tr(key: str, **values) -> str:
-    return t(f"{PAGE}.{key}", **values)
-
+tr = scoped(PAGE)
 
 st.title(tr("title"))
 st.markdown(tr("intro"))

@@ -3,7 +3,7 @@ import math
 import streamlit as st
 
 from explorer import demo_plots as plots
-from explorer.i18n import t
+from explorer.i18n import scoped
 from explorer.tables import shown_table
 from explorer.ui import show_chart, show_source
 from gptcore.demos import scaling
@@ -19,11 +19,7 @@ score_samples = st.cache_data(scaling.score_samples, show_spinner=False)
 attention_stats = st.cache_data(scaling.attention_stats, show_spinner=False)
 entropy_vs_d = st.cache_data(scaling.entropy_vs_d, show_spinner=False)
 attention_rows = st.cache_data(scaling.attention_rows, show_spinner=False)
-
-
-def tr(key: str, **values) -> str:
-    return t(f"{PAGE}.{key}", **values)
-
+tr = scoped(PAGE)
 
 st.title(tr("title"))
 st.markdown(tr("intro"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import string
 import tomllib
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -101,6 +102,13 @@ def t(key: str, **values) -> str:
     text = catalog(language())[key]
     return text.format(**{k: say(v) if isinstance(v, Message) else shown(v) for k, v in values.items()}) if values \
         else text
+
+
+def scoped(part: str) -> Callable[..., str]:
+    """t() for the entries of one part: with `tr = scoped("rope")`, `tr("grid.title")` is `t("rope.grid.title")`."""
+    def tr(key: str, **values) -> str:
+        return t(f"{part}.{key}", **values)
+    return tr
 
 
 def say(item: Message | UserError | str) -> str:

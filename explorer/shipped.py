@@ -6,6 +6,8 @@ import streamlit as st
 from gptcore import checkpoint as ckpt
 from gptcore.folders import SHIPPED, checkpoint_dir
 
+from .i18n import t
+
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _load(folder: str, mtime: float) -> ckpt.Checkpoint:
@@ -23,3 +25,16 @@ def shipped_checkpoint() -> ckpt.Checkpoint | None:
     """The shipped checkpoint, or None when its folder is missing (a CheckpointError when it is unreadable)."""
     version = shipped_version()
     return None if version is None else _load(*version)
+
+
+def shipped_or_notice() -> ckpt.Checkpoint | None:
+    """The shipped checkpoint for a page's section that reads it, or None after saying on the page why not (missing
+    or unreadable), so the section can be left out."""
+    try:
+        shipped = shipped_checkpoint()
+    except ckpt.CheckpointError as e:
+        st.error(t("shipped.unreadable", reason=e.message))
+        return None
+    if shipped is None:
+        st.info(t("shipped.missing"))
+    return shipped
