@@ -27,7 +27,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from gptcore import folders, runs
+from gptcore import runs
 from gptcore.describe import format_duration
 from gptcore.errors import Message, message
 from gptcore.queue import QueuedRun, QueueError
@@ -35,7 +35,6 @@ from gptcore.queue import QueuedRun, QueueError
 from . import training
 from .i18n import say, t
 from .jobs import JobRegistry
-from .training import owner_of
 from .ui import job_registry
 
 ss = st.session_state
@@ -147,17 +146,9 @@ def visitor() -> Visitor:
     return Visitor(learner_id(mine), teacher=bool(password and signed_in))
 
 
-def may_change(owner: str | None, who: Visitor) -> bool:
-    return who.teacher or (owner is not None and owner == who.learner)
-
-
 def refusal(owner: str | None, who: Visitor) -> Message | None:
-    """Why this visitor may not change a run of owner's; None when they may."""
-    if may_change(owner, who):
-        return None
-    if owner is None:
-        return message("classroom.teachers_run", "It is the teacher's run: only the teacher can change it.")
-    return message("classroom.others_run", "It is another learner's run: only they and the teacher can change it.")
+    """Why this visitor may not change a run or a training of owner's; None when they may."""
+    return runs.owner_blocker(owner, who.owner)
 
 
 def whose(owner: str | None, who: Visitor) -> str:
@@ -167,27 +158,14 @@ def whose(owner: str | None, who: Visitor) -> str:
     return t("training.owner.teacher") if owner is None else t("training.owner.learner", id=owner[:4])
 
 
+def is_waiting(run: runs.RunInfo, registry: JobRegistry) -> bool:
+    return any(waiting.name == run.name for waiting in training.waiting_runs(registry))
+
+
 def blocker(run: runs.RunInfo, action: str, who: Visitor, registry: JobRegistry) -> Message | None:
-    """Why this visitor cannot continue, rename or delete a run now (see runs.RunInfo.blocker); None when they can."""
-    if reason := refusal(owner_of(run), who):
-        return reason
-    if any(waiting.name == run.name for waiting in training.waiting_runs(registry)):
-        return message("classroom.waiting", "It is waiting to train: cancel that first.")
-    return run.blocker(action)
-
-
-def refuse(run: runs.RunInfo, action: str, who: Visitor, registry: JobRegistry) -> None:
-    """Raise CheckpointError with blocker's reason when the visitor may not do action to the run now."""
-    if (reason := blocker(run, action, who, registry)) is None:
-        return
-    if action == "continue":
-        raise folders.CheckpointError("runs.cannot_continue", "Cannot continue '{name}'. {reason}", name=run.name,
-                                      reason=reason)
-    if action == "rename":
-        raise folders.CheckpointError("runs.cannot_rename", "Cannot rename '{name}'. {reason}", name=run.name,
-                                      reason=reason)
-    raise folders.CheckpointError("runs.cannot_delete", "Cannot delete '{name}'. {reason}", name=run.name,
-                                  reason=reason)
+    """Why this visitor cannot continue, rename or delete a run now, as runs.RunInfo.blocker decides; None when they
+    can. The action itself refuses with the same sentence: run.refuse(action, who.owner, is_waiting(...))."""
+    return run.blocker(action, who.owner, is_waiting(run, registry))
 
 
 def may_cancel(run: QueuedRun, who: Visitor) -> bool:

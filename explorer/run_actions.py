@@ -129,7 +129,7 @@ def run_feedback(run: runs.RunInfo) -> Message | None:
 def continue_run(run: runs.RunInfo) -> None:
     registry, who = job_registry(), classroom.visitor()
     run = fresh(run)
-    classroom.refuse(run, "continue", who, registry)
+    run.refuse("continue", who.owner, classroom.is_waiting(run, registry))
     tc = runs.resume_config(run, ss[f"tr_until_{run.name}"])
     source, upload = run.source, None
     if source is None or not source.reloadable:
@@ -140,13 +140,13 @@ def continue_run(run: runs.RunInfo) -> None:
     cfg = GPTConfig.from_dict(json.loads(ckpt.weights_metadata(run.path / "model.safetensors")["config"]))
     queue(registry, QueuedRun(name=run.name, action="continue", train=tc.to_dict(), source=source.to_dict(),
                               work=training.work(cfg.n_params, tc, cfg.context, tc.steps - run.step),
-                              owner=training.owner_of(run), queued_by=who.owner), upload)
+                              owner=run.owner, queued_by=who.owner), upload)
 
 
 @run_action
 def rename_run(run: runs.RunInfo) -> None:
     registry, run = job_registry(), fresh(run)
-    classroom.refuse(run, "rename", classroom.visitor(), registry)
+    run.refuse("rename", classroom.visitor().owner, classroom.is_waiting(run, registry))
     ss.tr_manage = training.rename_run(run, ss[f"tr_new_name_{run.name}"], registry).name
 
 
@@ -154,7 +154,7 @@ def rename_run(run: runs.RunInfo) -> None:
 def delete_run(run: runs.RunInfo) -> None:
     ss.tr_delete_sure = False
     run = fresh(run)
-    classroom.refuse(run, "delete", classroom.visitor(), job_registry())
+    run.refuse("delete", classroom.visitor().owner, classroom.is_waiting(run, job_registry()))
     runs.delete_run(run)
     ss.pop("tr_manage", None)
 
@@ -190,6 +190,9 @@ def checkpoint_upload() -> None:
     st.caption(t("training.upload.intro"))
     zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
     zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
+    # (the server's cap, which the uploader states in Streamlit's own English; the zip's own check allows more)
+    zip_col.caption(t("training.upload.limit", mb=st.get_option("server.maxUploadSize"),
+                      unpacked=archive.IMPORT_LIMIT // 2**20))
     name_col.text_input(t("training.upload.name"), key="tr_import_name")
     st.button(t("training.upload.add"), key="tr_import", on_click=import_checkpoint,
               disabled=ss.get("tr_import_zip") is None)
@@ -200,6 +203,32 @@ def checkpoint_upload() -> None:
         st.success(t("training.upload.added", name=said))
 
 
+# Why an upload was refused, by what fixes it: another name, or room on the server; anything else is the zip's.
+NAME_PROBLEMS = {"checkpoint.name_taken", "checkpoint.bad_name", "checkpoint.long_name"}
+SERVER_PROBLEMS = {"checkpoint.disk_full", "checkpoint.write_refused", "checkpoint.file_in_the_way",
+                   "checkpoint.no_folder_here", "checkpoint.not_own_folder", "checkpoint.outside_root"}
+SAYS_WHAT_TO_DO = {"checkpoint.zip_packing", "checkpoint.zip_folders", "checkpoint.zip_missing"}
+
+
+def upload_refusal(problem: Message) -> Message:
+    """An upload's refusal as a sentence that ends with what to do about it."""
+    if problem.key == "checkpoint.zip_no_name":
+        return message("upload.no_name", "This zip has no folder to take a name from: type one under **Save it as** "
+                       "and click **Add the checkpoint** again.")
+    if problem.key in NAME_PROBLEMS:
+        return message("upload.rename", "The checkpoint was not added: {problem}. Choose another name under **Save "
+                       "it as** and click **Add the checkpoint** again.", problem=problem)
+    if problem.key in SERVER_PROBLEMS:
+        return message("upload.server", "The checkpoint could not be written on this server: {problem}. Nothing was "
+                       "kept; once there is room (ask whoever runs the server), click **Add the checkpoint** again.",
+                       problem=problem)
+    if problem.key in SAYS_WHAT_TO_DO:
+        return message("upload.refused", "This zip cannot be added: {problem}.", problem=problem)
+    return message("upload.bad_zip", "This zip cannot be added: {problem}. Nothing was kept: upload a zip made by "
+                   "**Download checkpoint (.zip)** under **Manage a run**, on this page of any machine.",
+                   problem=problem)
+
+
 def import_checkpoint() -> None:
     """Keep an uploaded checkpoint zip as a run of whoever uploaded it (gptcore.archive.import_checkpoint_zip checks
     it first; the owner its meta.json names, if any, was someone's on the server it came from)."""
@@ -207,12 +236,15 @@ def import_checkpoint() -> None:
     ss.tr_import_feedback = None
     if upload is None:
         return
+    if (wanted := ss.get("tr_import_name", "").strip()) in taken_names(job_registry()):
+        ss.tr_import_feedback = ("error", message(
+            "upload.name_in_use", "A run named '{name}' is training or waiting to train: choose another name under "
+            "**Save it as** and click **Add the checkpoint** again.", name=wanted))
+        return
     try:
-        if (wanted := ss.get("tr_import_name", "").strip()) in taken_names(job_registry()):
-            raise ckpt.CheckpointError.of(run_name_problem(wanted))
         folder = archive.import_checkpoint_zip(upload.getvalue(), ss.get("tr_import_name", ""))
     except ckpt.CheckpointError as e:
-        ss.tr_import_feedback = ("error", e.message)
+        ss.tr_import_feedback = ("error", upload_refusal(e.message))
         return
     ckpt.update_meta(folder, owner=classroom.visitor().owner)  # (None: the teacher's)
     name = folders.shown_name(folder)

@@ -89,11 +89,24 @@ class RunInfo:
     holder: int | None = None  # the pid of the other process training it (status "elsewhere")
     weights_problem: Message | None = None  # why its model.safetensors, there but no file, cannot be opened
 
-    def blocker(self, action: str) -> Message | None:
+    @property
+    def owner(self) -> str | None:
+        """Whose run it is: a learner's id, or None for the teacher's (a run without an owner: made before owners,
+        by the command line, or by the teacher)."""
+        owner = self.meta.get("owner")
+        return owner if isinstance(owner, str) and owner else None
+
+    def blocker(self, action: str, learner: str | None = None, waiting: bool = False) -> Message | None:
         """Why `action` (continue, rename or delete) is not possible for this run now; None when it is.
 
-        The app disables a button with this sentence, and the action itself refuses with it.
+        learner: who asks, a learner's id; None for the teacher or the command line, who may change every run.
+        waiting: whether the run waits in the queue to train. The app disables a button with this sentence, and the
+        action itself refuses with it (refuse).
         """
+        if reason := owner_blocker(self.owner, learner):
+            return reason
+        if waiting:
+            return message("runs.waiting", "It is waiting to train: cancel that first.")
         if self.status in ACTIVE:
             return message("runs.training_now", "It is training now: stop it first.")
         if self.status == "elsewhere":
@@ -115,9 +128,9 @@ class RunInfo:
                            "are kept there.", fields=", ".join(self.damaged))
         return None
 
-    def refuse(self, action: str) -> None:
+    def refuse(self, action: str, learner: str | None = None, waiting: bool = False) -> None:
         """Raise CheckpointError with blocker's reason when `action` is not possible now."""
-        if (reason := self.blocker(action)) is None:
+        if (reason := self.blocker(action, learner, waiting)) is None:
             return
         if action == "continue":
             raise folders.CheckpointError("runs.cannot_continue", "Cannot continue '{name}'. {reason}", name=self.name,
@@ -150,6 +163,16 @@ class RunInfo:
     @property
     def source(self) -> CorpusSource | None:
         return CorpusSource.from_dict(self.meta.get("corpus_source"))
+
+
+def owner_blocker(owner: str | None, learner: str | None) -> Message | None:
+    """Why `learner` (a learner's id; None: the teacher or the command line) may not change a run, or control a
+    training, of `owner`'s (None: the teacher's); None when they may. Anyone may watch, inspect and download."""
+    if learner is None or owner == learner:
+        return None
+    if owner is None:
+        return message("runs.teachers_run", "It is the teacher's run: only the teacher can change it.")
+    return message("runs.others_run", "It is another learner's run: only they and the teacher can change it.")
 
 
 def model_summary(run: RunInfo) -> Message | str:

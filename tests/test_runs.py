@@ -335,6 +335,34 @@ def test_the_shipped_model_is_protected():
     assert (shipped / "model.safetensors").is_file()
 
 
+def a_finished_run(owner=None, status="done") -> runs.RunInfo:
+    return runs.RunInfo(name="r1", path=folders.PROJECT_ROOT / "no-such-run", status=status, step=20, total_steps=20,
+                        best_val=None, final_val=None, wall_time=1.0, params=None, corpus="", saved=0.0,
+                        has_weights=True, meta={} if owner is None else {"owner": owner})
+
+
+def test_who_may_change_a_run_is_decided_and_worded_in_one_place():
+    mine, theirs, teachers = a_finished_run("a1"), a_finished_run("b2"), a_finished_run()
+    assert (mine.owner, teachers.owner, a_finished_run("").owner) == ("a1", None, None)
+    for action in runs.ACTIONS:  # its learner, and the teacher or the command line (no learner), may
+        assert [mine.blocker(action, "a1"), theirs.blocker(action), teachers.blocker(action)] == [None, None, None]
+    assert theirs.blocker("rename", "a1") == "It is another learner's run: only they and the teacher can change it."
+    assert teachers.blocker("delete", "a1") == "It is the teacher's run: only the teacher can change it."
+    assert mine.blocker("continue", "a1", waiting=True) == "It is waiting to train: cancel that first."
+    # whose it is comes first, then the queue, then the run's own state
+    busy = a_finished_run("b2", status="running")
+    assert busy.blocker("delete", "a1", waiting=True).startswith("It is another learner's run")
+    assert busy.blocker("delete", "b2", waiting=True).startswith("It is waiting to train")
+    assert busy.blocker("delete", "b2") == "It is training now: stop it first."
+    assert runs.owner_blocker("b2", "a1") == theirs.blocker("continue", "a1")  # (a training's controls ask the same)
+    for action, said in (("continue", "Cannot continue 'r1'. "), ("rename", "Cannot rename 'r1'. "),
+                         ("delete", "Cannot delete 'r1'. ")):
+        with pytest.raises(ckpt.CheckpointError) as refused:
+            theirs.refuse(action, "a1")
+        assert str(refused.value) == said + "It is another learner's run: only they and the teacher can change it."
+        mine.refuse(action, "a1")  # (allowed: nothing raised)
+
+
 def test_the_shipped_model_says_why_it_cannot_continue():
     [shipped] = [r for r in runs.list_runs(root=folders.PROJECT_ROOT / "checkpoints") if r.name == runs.SHIPPED]
     assert shipped.blocker("continue") is not None
