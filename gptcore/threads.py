@@ -34,7 +34,9 @@ def single_core_pool(workers: int, name: str) -> ThreadPoolExecutor:
     all_started = threading.Barrier(workers)  # blocks each worker until every one exists
     for started in [pool.submit(all_started.wait) for _ in range(workers)]:
         started.result()
-    torch.set_num_threads(torch.get_num_threads())  # the workers' 1 also became new threads' default: undo
+    # the workers' 1 also became new threads' default: undo, so a thread started later (in the server: a page's
+    # rerun, another job, while a demo trains) does not begin on one core
+    torch.set_num_threads(torch.get_num_threads())
     return pool
 
 
@@ -46,9 +48,9 @@ class ShardedGrads:
     1.2x: every small GEMM and elementwise op of a two-thread pass splits its work and then waits for both cores,
     while independent shards never synchronise until the end of the step (`python -m bench.step`).
     Shards are summed in a fixed order, so a run is reproducible for a given number of shards.
-    The workers inherit the process's nice value (a run's process lowers it), but not the creating thread's
-    thread-local torch state: grad mode, inference mode or autocast must be entered inside the model's forward to
-    reach them.
+    The workers inherit the creating thread's nice value (on Linux a thread's own: a run's process lowers it for
+    all its threads, a concept page's job in the server for its thread), but not its thread-local torch state:
+    grad mode, inference mode or autocast must be entered inside the model's forward to reach them.
     """
 
     def __init__(self, model: torch.nn.Module, shards: int):
