@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer.demo_plots import diagram_figure, merge_layout_figure, shares_figure
 from explorer.i18n import say, t
+from explorer.links import linked
 from explorer.real_model import PERCENT, check_mark, converted_counts, models_table, real_model_panel
 from explorer.tables import column_name, shown_table
 from explorer.ui import quiz, show_chart, show_source
@@ -48,22 +49,25 @@ st.markdown(t("assembled_gpt.intro", vocab=TUTORIAL.vocab_size, ours=OUR_VOCAB))
 # --- config ----------------------------------------------------------------------------------------------
 st.header(t("assembled_gpt.pick.header"))
 top, bottom = st.columns(5), st.columns(5)
-vocab = top[0].number_input(t("assembled_gpt.pick.vocab"), 1, 100_000, TUTORIAL.vocab_size, key="gpt-vocab")
-d_model = top[1].number_input("d_model", 1, 4096, TUTORIAL.d_model, step=8, key="gpt-d")
-n_layer = top[2].slider("n_layer", 1, 32, TUTORIAL.n_layer, key="gpt-layers")
-n_head = top[3].number_input("n_head", 1, 64, TUTORIAL.n_head, key="gpt-heads")
-norm = bottom[0].selectbox(t("assembled_gpt.pick.norm"), CHOICES["norm"], format_func=choice_name, key="gpt-norm")
-placement = bottom[1].selectbox(t("assembled_gpt.pick.placement"), CHOICES["norm_placement"], format_func=choice_name,
-                                key="gpt-placement")
-position = bottom[2].selectbox(t("assembled_gpt.pick.positions"), CHOICES["position"], format_func=choice_name,
-                               key="gpt-position")
-ffn_kind = bottom[3].selectbox(t("assembled_gpt.pick.ffn"), CHOICES["ffn"], format_func=choice_name, key="gpt-ffn")
-context = bottom[4].number_input(t("assembled_gpt.pick.context"), 1, 8192, TUTORIAL.context, key="gpt-context")
+vocab = linked(top[0].number_input, t("assembled_gpt.pick.vocab"), 1, 100_000, TUTORIAL.vocab_size, key="gpt-vocab")
+d_model = linked(top[1].number_input, "d_model", 1, 4096, TUTORIAL.d_model, step=8, key="gpt-d")
+n_layer = linked(top[2].slider, "n_layer", 1, 32, TUTORIAL.n_layer, key="gpt-layers")
+n_head = linked(top[3].number_input, "n_head", 1, 64, TUTORIAL.n_head, key="gpt-heads")
+norm = linked(bottom[0].selectbox, t("assembled_gpt.pick.norm"), CHOICES["norm"], format_func=choice_name,
+              key="gpt-norm")
+placement = linked(bottom[1].selectbox, t("assembled_gpt.pick.placement"), CHOICES["norm_placement"],
+                   format_func=choice_name, key="gpt-placement")
+position = linked(bottom[2].selectbox, t("assembled_gpt.pick.positions"), CHOICES["position"],
+                  format_func=choice_name, key="gpt-position")
+ffn_kind = linked(bottom[3].selectbox, t("assembled_gpt.pick.ffn"), CHOICES["ffn"], format_func=choice_name,
+                  key="gpt-ffn")
+context = linked(bottom[4].number_input, t("assembled_gpt.pick.context"), 1, 8192, TUTORIAL.context, key="gpt-context")
 # d_ff comes last although it sits in the top row: its automatic width depends on the FFN picked below it
-auto_ff = top[4].toggle("d_ff = 8/3·d (×8)" if ffn_kind == "swiglu" else "d_ff = 4·d", value=True, key="gpt-auto-ff")
+auto_ff = linked(top[4].toggle, "d_ff = 8/3·d (×8)" if ffn_kind == "swiglu" else "d_ff = 4·d", value=True,
+                 key="gpt-auto-ff")
 if auto_ff:  # so the greyed-out field shows the width in use
     st.session_state["gpt-ff"] = anatomy.default_d_ff(int(d_model), ffn_kind)
-d_ff = top[4].number_input("d_ff", 1, 16384, key="gpt-ff", disabled=auto_ff)
+d_ff = linked(top[4].number_input, "d_ff", 1, 16384, key="gpt-ff", disabled=auto_ff)
 try:
     cfg = GPTConfig(vocab_size=int(vocab), d_model=int(d_model), n_layer=n_layer, n_head=int(n_head),
                     d_ff=int(d_ff), context=int(context), norm=norm, norm_placement=placement, position=position,
@@ -118,9 +122,9 @@ if cfg is not None:
     d, d_ff = cfg.d_model, cfg.d_ff
     st.markdown(t("assembled_gpt.shapes.text", d=d, qkv=3 * d, d_ff=d_ff))
     c1, c2, c3 = st.columns(3)
-    batch = c1.number_input(t("assembled_gpt.shapes.batch"), 1, 64, 2, key="gpt-batch")
-    T = c2.number_input(t("assembled_gpt.shapes.length"), 1, 8192, min(16, cfg.context), key="gpt-T")
-    every_block = c3.toggle(t("assembled_gpt.shapes.every_block"), value=False, key="gpt-every-block")
+    batch = linked(c1.number_input, t("assembled_gpt.shapes.batch"), 1, 64, 2, key="gpt-batch")
+    T = linked(c2.number_input, t("assembled_gpt.shapes.length"), 1, 8192, min(16, cfg.context), key="gpt-T")
+    every_block = linked(c3.toggle, t("assembled_gpt.shapes.every_block"), value=False, key="gpt-every-block")
     try:
         shapes = forward_shapes(cfg, int(batch), int(T), every_block)
     except UserError as e:
@@ -134,9 +138,9 @@ if cfg is not None:
 st.header(t("assembled_gpt.view.header"))
 st.markdown(t("assembled_gpt.view.text"))
 c1, c2, c3 = st.columns(3)
-heads = c1.slider(t("assembled_gpt.view.heads"), 2, 8, 4, key="gpt-vr-heads")
-steps = c2.slider(t("assembled_gpt.view.positions"), 2, 6, 3, key="gpt-vr-T")
-width = c3.slider("d_head", 1, 4, 2, key="gpt-vr-dhead")
+heads = linked(c1.slider, t("assembled_gpt.view.heads"), 2, 8, 4, key="gpt-vr-heads")
+steps = linked(c2.slider, t("assembled_gpt.view.positions"), 2, 6, 3, key="gpt-vr-T")
+width = linked(c3.slider, "d_head", 1, 4, 2, key="gpt-vr-dhead")
 demo = anatomy.view_vs_reshape(1, heads, steps, width)
 st.markdown(t("assembled_gpt.view.strides", shape=demo["shape before"], before=demo["strides before"],
               after=demo["strides after transpose"], contiguous=demo["contiguous after transpose"]))
@@ -156,8 +160,8 @@ st.markdown(t("assembled_gpt.log.before"))
 st.code(TUTORIAL_LOG, language="text")
 st.markdown(t("assembled_gpt.log.reading", vocab=TUTORIAL.vocab_size, ln_v=math.log(TUTORIAL.vocab_size)))
 corpora = ["builtin", "tinystories"] if tinystories_cached() else ["builtin"]
-picked = st.selectbox(t("assembled_gpt.log.measure_on"), corpora, format_func=lambda k: t(f"assembled_gpt.log.{k}"),
-                      key="gpt-log-corpus")
+picked = linked(st.selectbox, t("assembled_gpt.log.measure_on"), corpora,
+                format_func=lambda k: t(f"assembled_gpt.log.{k}"), key="gpt-log-corpus")
 with st.spinner(t("assembled_gpt.log.training")):
     log = first_step(picked)
 st.code(f"vocab {log['vocab']}, params {log['params']:,}\n"

@@ -6,6 +6,7 @@ import streamlit as st
 from explorer.demo_plots import curves_figure, row_sums_figure, weights_heatmap
 from explorer.i18n import say, scoped, t
 from explorer.jobs import JobRefused
+from explorer.links import linked
 from explorer.ui import job_progress, job_registry, quiz, show_chart, show_source, story_break_note, with_story_breaks
 from gptcore.demos import averaging as avg
 from gptcore.model import Attention
@@ -34,7 +35,7 @@ table = pd.DataFrame({columns["position"]: range(4), columns["loop"]: rows(examp
                       columns["matmul"]: rows(example.matmul[0]), columns["softmax"]: rows(example.softmax[0])})
 st.dataframe(table, hide_index=True, key="three-ways-table")
 
-T = st.slider(tr("three_ways.slider"), 2, 12, 4, key="avg-T")
+T = linked(st.slider, tr("three_ways.slider"), 2, 12, 4, key="avg-T")
 bigger = avg.averaging_example(T=T)
 axes = dict(x_title=tr("attention.x_title"), y_title=tr("attention.y_title"), hover=tr("attention.hover"))
 left, right = st.columns(2)
@@ -50,11 +51,11 @@ show_source(avg.averaging_example, avg.average_by_loop, avg.average_weights, avg
 st.header(tr("attention.heading"))
 st.markdown(tr("attention.body"))
 c1, c2, c3 = st.columns([2, 1, 1])
-text = c1.text_input(tr("attention.text"), "Lucy saw a cat. Lucy", max_chars=24, key="att-text")
-mode = c2.radio(tr("attention.mode"), ["tied", "random"], format_func=lambda m: tr(f"attention.modes.{m}"),
-                key="att-mode")
-seed = c3.number_input(tr("attention.seed"), 0, 10_000, 0, key="att-seed")
-sharpness = st.slider(tr("attention.sharpness"), 0.0, 4.0, 1.0, 0.25, key="att-sharpness")
+text = linked(c1.text_input, tr("attention.text"), "Lucy saw a cat. Lucy", max_chars=24, key="att-text")
+mode = linked(c2.radio, tr("attention.mode"), ["tied", "random"], format_func=lambda m: tr(f"attention.modes.{m}"),
+              key="att-mode")
+seed = linked(c3.number_input, tr("attention.seed"), 0, 10_000, 0, key="att-seed")
+sharpness = linked(st.slider, tr("attention.sharpness"), 0.0, 4.0, 1.0, 0.25, key="att-sharpness")
 tied = mode == "tied"
 
 if not text:

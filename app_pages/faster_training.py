@@ -5,6 +5,7 @@ import streamlit as st
 
 from explorer.i18n import say, t
 from explorer.jobs import JobRefused
+from explorer.links import linked
 from explorer.races import race_header, race_title, run_states, start_race
 from explorer.speedrun_plots import AXES, ladder_figure, race_figure
 from explorer.tables import shown_table
@@ -54,8 +55,8 @@ st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder
              height=35 * (len(table) + 1) + 3)  # every rung in view (35 px a row), no inner scrolling
 ratios = measured.set_index("rung")["× tutorial"]
 st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))
-x = st.radio(t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
-             format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
+x = linked(st.radio, t("faster_training.fig.x"), AXES, horizontal=True, key="ladder-x",
+           format_func=lambda a: t(f"faster_training.fig.axis.{a}"))
 show_chart(ladder_figure(speedrun.curve_frame(runs, [r.key for r in LADDER]), runs.target, names, x,
                          t("faster_training.fig.ladder_title")), key="ladder-curves")
 st.caption(t("faster_training.ladder.source", cpu=runs.cpu, cores=runs.cores, command=runs.command))
@@ -63,8 +64,8 @@ st.markdown(t("faster_training.ladder.reading"))
 
 # --- 2 · one rung at a time ---------------------------------------------------------------------------------
 st.header(t("faster_training.rung_header"))
-rung = st.selectbox(t("faster_training.pick_rung"), [r.key for r in LADDER[1:]], format_func=rung_name,
-                    key="ladder-rung")
+rung = linked(st.selectbox, t("faster_training.pick_rung"), [r.key for r in LADDER[1:]], format_func=rung_name,
+              key="ladder-rung")
 before = predecessor(rung)
 st.markdown(t(f"faster_training.rung.{rung}.why"))
 changes = speedrun.changes(RUNGS[rung])
@@ -93,8 +94,8 @@ def race_view(live: bool) -> None:
 
 
 st.subheader(t("faster_training.live.header"))
-share = st.select_slider(t("faster_training.live.share"), [0.02, 0.05, 0.1, 0.25, 0.5], value=0.25,
-                        format_func=lambda s: f"{s:.0%}", key="race-share")
+share = linked(st.select_slider, t("faster_training.live.share"), [0.02, 0.05, 0.1, 0.25, 0.5], value=0.25,
+               format_func=lambda s: f"{s:.0%}", key="race-share")
 race = speedrun.RungRace(rung, share=share)
 shorter = race.runs()
 st.markdown(t("faster_training.live.text", share=race.share, chars=race.corpus_chars,  # (steps 0–N: N + 1 steps)

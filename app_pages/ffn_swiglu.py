@@ -2,6 +2,7 @@ import streamlit as st
 
 from explorer.demo_plots import ACTIVATION_COLORS, activation_figure, ffn_budget_figure, gate_figure
 from explorer.i18n import say, t
+from explorer.links import linked
 from explorer.real_model import models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import quiz, show_chart, show_source
@@ -29,9 +30,9 @@ st.markdown(t("ffn_swiglu.intro"))
 
 # --- activations -----------------------------------------------------------------------------------------
 st.header(t("ffn_swiglu.acts.header"))
-shown = st.multiselect(t("ffn_swiglu.acts.pick"), list(ACTIVATION_COLORS), default=list(ACTIVATION_COLORS),
-                       key="ffn-acts")
-zoom = st.select_slider(t("ffn_swiglu.acts.range"), [1.0, 2.0, 5.0, 10.0], value=5.0, key="ffn-range")
+shown = linked(st.multiselect, t("ffn_swiglu.acts.pick"), list(ACTIVATION_COLORS), default=list(ACTIVATION_COLORS),
+               key="ffn-acts")
+zoom = linked(st.select_slider, t("ffn_swiglu.acts.range"), [1.0, 2.0, 5.0, 10.0], value=5.0, key="ffn-range")
 curves = activation_curves(-zoom, zoom)
 if shown:
     show_chart(activation_figure(curves, shown), key="ffn-curves")
@@ -45,10 +46,10 @@ show_source(ffn.activation_curves)
 st.header(t("ffn_swiglu.gate.header"))
 st.markdown(t("ffn_swiglu.gate.text"))
 c1, c2, c3, c4 = st.columns(4)
-d_model = c1.selectbox("d_model", [16, 32, 64, 128], index=1, key="ffn-gate-d")
-n_tokens = c2.slider(t("ffn_swiglu.gate.tokens"), 2, 16, 8, key="ffn-gate-tokens")
-seed = c3.number_input(t("ffn_swiglu.gate.seed"), 0, 10_000, 0, key="ffn-gate-seed")
-n_units = c4.slider(t("ffn_swiglu.gate.units"), 8, 64, 32, step=8, key="ffn-gate-units")
+d_model = linked(c1.selectbox, "d_model", [16, 32, 64, 128], index=1, key="ffn-gate-d")
+n_tokens = linked(c2.slider, t("ffn_swiglu.gate.tokens"), 2, 16, 8, key="ffn-gate-tokens")
+seed = linked(c3.number_input, t("ffn_swiglu.gate.seed"), 0, 10_000, 0, key="ffn-gate-seed")
+n_units = linked(c4.slider, t("ffn_swiglu.gate.units"), 8, 64, 32, step=8, key="ffn-gate-units")
 readout, stats = gate_readout(d_model, n_tokens, int(seed))
 show_chart(gate_figure(readout, n_units), key="ffn-gate")
 st.caption(t("ffn_swiglu.gate.caption", d_ff=swiglu_hidden(d_model), shown=min(n_units, swiglu_hidden(d_model))))
@@ -68,8 +69,8 @@ with real_model_panel("ffn-real"):
     models_table(rm.ffn_table(), {"8/3·d_model": "{:,.2f}", "d_ff": "{:,}"})
     show_source(rm.swiglu_rule)
 c1, c2 = st.columns(2)
-calc_d = c1.number_input("d_model", 1, 4096, 128, key="ffn-calc-d")
-multiple = c2.selectbox(t("ffn_swiglu.budget.multiple"), MULTIPLES, index=1, key="ffn-calc-multiple")
+calc_d = linked(c1.number_input, "d_model", 1, 4096, 128, key="ffn-calc-d")
+multiple = linked(c2.selectbox, t("ffn_swiglu.budget.multiple"), MULTIPLES, index=1, key="ffn-calc-multiple")
 try:
     budget = ffn_budget(int(calc_d), multiple)
 except ConfigError as e:

@@ -3,6 +3,7 @@ import streamlit as st
 
 from explorer.demo_plots import costs_figure, drift_figure, z_loss_figure
 from explorer.i18n import say, t
+from explorer.links import from_url, linked
 from explorer.real_model import PERCENT, check_mark, real_model_panel, side_by_side_table
 from explorer.shipped import shipped_or_notice, shipped_version
 from explorer.tables import column_name, shown_table
@@ -15,6 +16,7 @@ from gptcore.hub import DEFAULT_MAX_CONTEXT
 from gptcore.inspector import token_labels
 from gptcore.published import SMOLLM2_135M
 
+START_PRESET = "LLaMA-2-7B"  # the calculator's model when the page opens
 SHAPE_FIELDS = ["vocab_size", "d_model", "n_layer", "n_head", "d_ff", "context"]
 MEMORY_PARTS = ["weights", "gradients", "AdamW m + v", "master weights"]
 CONSENSUS = {"d_ff": "d_ff / d_model", "heads": "n_head × d_head", "aspect": "d_model / n_layer", "vocab": None,
@@ -79,27 +81,29 @@ def load_preset():
         st.session_state[f"hp-{name}"] = getattr(preset, name)
 
 
-if "hp-d_model" not in st.session_state:
-    st.session_state["hp-preset"] = "LLaMA-2-7B"
+if "hp-d_model" not in st.session_state:  # a link's preset first: its fields keep only what differs from it
+    st.session_state["hp-preset"] = from_url("hp-preset", hp.PUBLISHED) or START_PRESET
     load_preset()
 left, right = st.columns([4, 1], vertical_alignment="bottom")
-left.selectbox(t("hyperparameters.costs.preset"), list(hp.PUBLISHED), format_func=lambda k: say(hp.model_name(k)),
-               key="hp-preset", on_change=load_preset)
+preset = hp.PUBLISHED[linked(left.selectbox, t("hyperparameters.costs.preset"), list(hp.PUBLISHED),
+                             format_func=lambda k: say(hp.model_name(k)), key="hp-preset", on_change=load_preset,
+                             start=START_PRESET)]
 right.button(t("hyperparameters.costs.reset"), on_click=load_preset, key="hp-reset", width="stretch",
              help=t("hyperparameters.costs.reset_help"))
 columns = st.columns(6)
-values = {name: int(col.number_input(name, 1, 10_000_000, key=f"hp-{name}"))
+values = {name: int(linked(col.number_input, name, 1, 10_000_000, key=f"hp-{name}", start=getattr(preset, name)))
           for name, col in zip(SHAPE_FIELDS, columns)}
 c1, c2, c3, c4, c5 = st.columns(5)
 shape = ModelShape(**values,
-                   ffn=c1.selectbox(t("hyperparameters.costs.ffn"), ["swiglu", "gelu", "relu"], format_func=choice_name,
-                                    key="hp-ffn"),
-                   norm=c2.selectbox(t("hyperparameters.costs.norm"), ["rms", "layer"], format_func=choice_name,
-                                     key="hp-norm"),
-                   position=c3.selectbox(t("hyperparameters.costs.positions"), ["rope", "learned", "none"],
-                                         format_func=choice_name, key="hp-position"),
-                   bias=c4.toggle(t("hyperparameters.costs.bias"), key="hp-bias"),
-                   tied_head=c5.toggle(t("hyperparameters.costs.tied"), key="hp-tied_head"))
+                   ffn=linked(c1.selectbox, t("hyperparameters.costs.ffn"), ["swiglu", "gelu", "relu"],
+                              format_func=choice_name, key="hp-ffn", start=preset.ffn),
+                   norm=linked(c2.selectbox, t("hyperparameters.costs.norm"), ["rms", "layer"], format_func=choice_name,
+                               key="hp-norm", start=preset.norm),
+                   position=linked(c3.selectbox, t("hyperparameters.costs.positions"), ["rope", "learned", "none"],
+                                   format_func=choice_name, key="hp-position", start=preset.position),
+                   bias=linked(c4.toggle, t("hyperparameters.costs.bias"), key="hp-bias", start=preset.bias),
+                   tied_head=linked(c5.toggle, t("hyperparameters.costs.tied"), key="hp-tied_head",
+                                    start=preset.tied_head))
 if shape.d_model % shape.n_head:
     st.error(t("hyperparameters.costs.indivisible", d_model=shape.d_model, n_head=shape.n_head))
 else:
@@ -132,9 +136,9 @@ st.markdown(t("hyperparameters.stability.text"))
 st.subheader(t("hyperparameters.stability.attention_header"))
 st.markdown(t("hyperparameters.stability.attention_text"))
 c1, c2 = st.columns(2)
-scale = c1.select_slider(t("hyperparameters.stability.drift"), [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
-                         value=8.0, key="hp-drift")
-cap = c2.slider(t("hyperparameters.stability.cap"), 1.0, 50.0, 5.0, step=1.0, key="hp-cap")
+scale = linked(c1.select_slider, t("hyperparameters.stability.drift"),
+               [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], value=8.0, key="hp-drift")
+cap = linked(c2.slider, t("hyperparameters.stability.cap"), 1.0, 50.0, 5.0, step=1.0, key="hp-cap")
 st.dataframe(shown_table(hp.stability_table(scale, cap), "hyperparameters", precision=4), hide_index=True,
              key="hp-stability")
 curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
@@ -148,15 +152,15 @@ st.markdown(t("hyperparameters.z.text"))
 shipped = shipped_or_notice()
 if shipped is not None:
     tokenizer = shipped.tokenizer
-    text = st.text_input(t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
+    text = linked(st.text_input, t("hyperparameters.z.text_input"), Z_TEXT, key="hp-z-text")
     try:
         target, logits, sweep = z_loss_inputs(shipped_version(), text, shipped.model, tokenizer)
     except UserError as e:
         st.error(t("hyperparameters.z.bad_text", error=e.message))
     else:
         base = hp.z_loss_terms(logits, target)
-        shift = st.slider(t("hyperparameters.z.shift"), -30.0, 10.0, 0.0, step=0.5, key="hp-z-shift",
-                          help=t("hyperparameters.z.shift_help", at=-base["log Z"]))
+        shift = linked(st.slider, t("hyperparameters.z.shift"), -30.0, 10.0, 0.0, step=0.5, key="hp-z-shift",
+                       help=t("hyperparameters.z.shift_help", at=-base["log Z"]))
         terms = hp.z_loss_terms(logits, target, shift)
         m1, m2, m3, m4 = st.columns(4)
         m1.metric("log Z", f"{terms['log Z']:.2f}")

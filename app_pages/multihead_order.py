@@ -2,6 +2,7 @@ import streamlit as st
 
 from explorer.demo_plots import head_grid, heatmap_row
 from explorer.i18n import say, scoped
+from explorer.links import linked
 from explorer.real_model import models_table, real_model_panel
 from explorer.shipped import shipped_or_notice
 from explorer.tables import shown_table
@@ -45,7 +46,7 @@ with real_model_panel("mh-real"):
     models_table(rm.kv_table(), {"KV cache / token": "{:,}", "without sharing": "{:,}", "smaller by": "{:g}×"})
     show_source(rm.kv_sharing)
 st.markdown(tr("heads.random", T=T, D=D))
-n_head = st.segmented_control(tr("heads.count"), [1, 2, 4], default=2, key="mh-heads", required=True)
+n_head = linked(st.segmented_control, tr("heads.count"), [1, 2, 4], default=2, key="mh-heads", required=True)
 patterns = mh.head_patterns(n_head)
 titles = [tr("heads.pattern_title", h=h, first=h * D // n_head, last=(h + 1) * D // n_head - 1) for h in range(n_head)]
 fig = heatmap_row(dict(zip(titles, patterns)), 0, 1, "Blues", ".2f", tr("heads.x_title"), tr("heads.y_title"),
@@ -60,7 +61,7 @@ if shipped is not None:
     model, tokenizer, cfg = shipped.model, shipped.tokenizer, shipped.model.cfg
     st.markdown(tr("trained.body", name=shipped.path.name, n_layer=cfg.n_layer, n_head=cfg.n_head, d_head=cfg.d_head,
                    step=shipped.meta.get("step", 0)))
-    text = st.text_input(tr("trained.text"), TRAINED_TEXT, max_chars=64, key="mh-trained-text")
+    text = linked(st.text_input, tr("trained.text"), TRAINED_TEXT, max_chars=64, key="mh-trained-text")
     try:
         run = ins.inspect_text(model, tokenizer, text)
     except UserError as e:
@@ -74,8 +75,8 @@ if shipped is not None:
         else:
             st.markdown(tr("trained.clearest", head=top["head"], layer=top["layer"], role=top["role"],
                            score=top[list(mh.ROLE_SCORES)].max()))
-        layer = st.segmented_control(tr("trained.layer"), list(range(cfg.n_layer)), default=mh.varied_layer(profiles),
-                                     help=tr("trained.layer_help"), key="mh-layer", required=True)
+        layer = linked(st.segmented_control, tr("trained.layer"), list(range(cfg.n_layer)),
+                       default=mh.varied_layer(profiles), help=tr("trained.layer_help"), key="mh-layer", required=True)
         rows = profiles[profiles["layer"] == layer]
         titles = [tr("trained.subplot", head=r["head"], role=r["role"]) for r in rows.to_dict("records")]
         show_chart(head_grid(run.patterns[layer], ins.token_labels(run.text), titles, tr("trained.x_title"),
@@ -98,7 +99,7 @@ if shipped is not None:
 # --- permutations ----------------------------------------------------------------------------------------
 st.header(tr("order.heading"))
 st.markdown(tr("order.body"))
-perm_text = st.text_input(tr("order.perm", last=T - 1), "4, 2, 0, 1, 3", key="mh-perm")
+perm_text = linked(st.text_input, tr("order.perm", last=T - 1), "4, 2, 0, 1, 3", key="mh-perm")
 try:
     perm = mh.parse_permutation(perm_text, T)
 except UserError as e:
@@ -112,8 +113,8 @@ if perm is not None:
                  key="perm-table")
     st.caption(tr("order.one_head"))
     st.markdown(tr("order.mask"))
-    variant = st.radio(tr("order.variant"), list(mh.VARIANTS), format_func=lambda v: say(mh.VARIANT_NAMES[v]),
-                       key="mh-variant", horizontal=True)
+    variant = linked(st.radio, tr("order.variant"), list(mh.VARIANTS), format_func=lambda v: say(mh.VARIANT_NAMES[v]),
+                     key="mh-variant", horizontal=True)
     check = mh.permutation_check(perm, 1, *mh.VARIANTS[variant])
     panels = {"attn(x)[perm]": check["attn(x)[perm]"], "attn(x[perm])": check["attn(x[perm])"],
               tr("order.difference"): check["attn(x)[perm]"] - check["attn(x[perm])"]}

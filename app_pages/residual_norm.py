@@ -2,6 +2,7 @@ import streamlit as st
 
 from explorer.demo_plots import layer_figure, norm_vector_figure, race_loss_figure
 from explorer.i18n import t
+from explorer.links import linked
 from explorer.races import race_header, race_title, run_states, start_race
 from explorer.real_model import exponent, models_table, real_model_panel
 from explorer.tables import shown_table
@@ -89,15 +90,15 @@ st.header(t("residual_norm.placement.header"))
 defaults = norms.NormRace()
 st.markdown(t("residual_norm.placement.text", n_layer=defaults.n_layer, d_model=defaults.d_model))
 c1, c2, c3, c4 = st.columns(4)
-n_layer = c1.slider(t("residual_norm.placement.layers"), 2, 24, defaults.n_layer, key="norm-layers")
-d_model = c2.selectbox("d_model", [16, 32, 64], index=1, key="norm-width")
-steps = c3.slider(t("residual_norm.placement.steps"), 10, 400, defaults.steps, step=10, key="norm-steps")
-lr = c4.select_slider(t("residual_norm.placement.lr"), [1e-3, 3e-3, 1e-2, 2e-2, 3e-2], value=defaults.lr,
-                      key="norm-lr")
+n_layer = linked(c1.slider, t("residual_norm.placement.layers"), 2, 24, defaults.n_layer, key="norm-layers")
+d_model = linked(c2.selectbox, "d_model", [16, 32, 64], index=1, key="norm-width")
+steps = linked(c3.slider, t("residual_norm.placement.steps"), 10, 400, defaults.steps, step=10, key="norm-steps")
+lr = linked(c4.select_slider, t("residual_norm.placement.lr"), [1e-3, 3e-3, 1e-2, 2e-2, 3e-2], value=defaults.lr,
+           key="norm-lr")
 c1, c2 = st.columns([1, 3])
-warmup = c1.slider(t("residual_norm.placement.warmup"), 1, 100, defaults.warmup, key="norm-warmup")
-picked = c2.multiselect(t("residual_norm.placement.variants"), list(COLORS), default=list(COLORS),
-                        format_func=variant_names().get, key="norm-variants")
+warmup = linked(c1.slider, t("residual_norm.placement.warmup"), 1, 100, defaults.warmup, key="norm-warmup")
+picked = linked(c2.multiselect, t("residual_norm.placement.variants"), list(COLORS), default=list(COLORS),
+                format_func=variant_names().get, key="norm-variants")
 if st.button(t("residual_norm.train"), key="norm-start", type="primary", disabled=not picked):
     start_norm_race(RACE_KIND, norms.NormRace(n_layer=n_layer, d_model=d_model, steps=steps, lr=lr,
                                          warmup=min(warmup, steps), probe_every=max(1, steps // 20),
@@ -112,9 +113,9 @@ show_source(norms.run_norm_race, norms.block_grad_norms, norms.residual_norms)
 st.header(t("residual_norm.rms.header"))
 st.markdown(t("residual_norm.rms.text"))
 c1, c2, c3 = st.columns(3)
-dim = c1.slider(t("residual_norm.rms.size"), 4, 16, 8, key="norm-vec-d")
-shift = c2.slider(t("residual_norm.rms.shift"), -3.0, 3.0, 1.0, step=0.25, key="norm-vec-shift")
-vec_seed = c3.number_input(t("residual_norm.rms.seed"), 0, 10_000, 0, key="norm-vec-seed")
+dim = linked(c1.slider, t("residual_norm.rms.size"), 4, 16, 8, key="norm-vec-d")
+shift = linked(c2.slider, t("residual_norm.rms.shift"), -3.0, 3.0, 1.0, step=0.25, key="norm-vec-shift")
+vec_seed = linked(c3.number_input, t("residual_norm.rms.seed"), 0, 10_000, 0, key="norm-vec-seed")
 x = norms.sample_vector(dim, shift, int(vec_seed))
 outputs = norms.norm_outputs(x)
 show_chart(norm_vector_figure(outputs), key="norm-vec")
@@ -146,10 +147,11 @@ norm_defaults = norms.NormRace(n_layer=4, d_model=64, context=64, steps=300, lr=
                                eval_batches=20, variants=norms.NORM_VARIANTS)
 st.markdown(t("residual_norm.trained.text", n_layer=norm_defaults.n_layer, eval_batches=norm_defaults.eval_batches))
 c1, c2, c3 = st.columns(3)
-type_layers = c1.slider(t("residual_norm.placement.layers"), 1, 8, norm_defaults.n_layer, key="normtype-layers")
-type_width = c2.selectbox("d_model", [32, 64, 128], index=1, key="normtype-width")
-type_steps = c3.slider(t("residual_norm.placement.steps"), 50, 1000, norm_defaults.steps, step=50,
-                       key="normtype-steps")
+type_layers = linked(c1.slider, t("residual_norm.placement.layers"), 1, 8, norm_defaults.n_layer,
+                     key="normtype-layers")
+type_width = linked(c2.selectbox, "d_model", [32, 64, 128], index=1, key="normtype-width")
+type_steps = linked(c3.slider, t("residual_norm.placement.steps"), 50, 1000, norm_defaults.steps, step=50,
+                    key="normtype-steps")
 if st.button(t("residual_norm.train"), key="normtype-start", type="primary"):
     start_norm_race(NORM_RACE_KIND, norms.NormRace(
         n_layer=type_layers, d_model=type_width, context=64, steps=type_steps, lr=3e-3, warmup=type_steps // 10,

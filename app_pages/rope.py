@@ -5,6 +5,7 @@ import streamlit as st
 
 from explorer.demo_plots import frequencies_figure, rope_pair_figure, weights_heatmap
 from explorer.i18n import scoped
+from explorer.links import linked
 from explorer.real_model import models_table, real_model_panel
 from explorer.tables import shown_table
 from explorer.ui import quiz, show_chart, show_source
@@ -24,14 +25,15 @@ tr = scoped(PAGE)
 
 st.title(tr("title"))
 st.markdown(tr("intro"))
-theta = st.select_slider(tr("theta"), THETAS, value=10_000, format_func=lambda v: f"{v:,}", key="rope-theta")
+theta = linked(st.select_slider, tr("theta"), THETAS, value=10_000, format_func=lambda v: f"{v:,}",
+               key="rope-theta")
 
 # --- invariance -----------------------------------------------------------------------------------------
 st.header(tr("offset.heading"))
 st.markdown(tr("offset.body"))
 c1, c2 = st.columns(2)
-m = c1.number_input(tr("offset.m"), 0, 4096, 500, key="rope-m")
-n = c2.number_input(tr("offset.n"), 0, 4096, 498, key="rope-n")
+m = linked(c1.number_input, tr("offset.m"), 0, 4096, 500, key="rope-m")
+n = linked(c2.number_input, tr("offset.n"), 0, 4096, 498, key="rope-n")
 table = rope.invariance_table(q, k, rope.TUTORIAL_PAIRS + ((int(m), int(n)),), theta)
 st.code("\n".join(f"m={r['m']:4d} n={r['n']:4d} m-n={r['m − n']}  q.k={r['RoPE q·k']:.4f}"
                   for r in table.to_dict("records")), language="text")
@@ -56,8 +58,8 @@ show_source(rope.rope_score_grid, rope.absolute_score_grid, rope.absolute_positi
 # --- one pair rotating -----------------------------------------------------------------------------------
 st.header(tr("pair.heading"))
 c1, c2 = st.columns(2)
-pair = c1.slider(tr("pair.slider"), 0, D // 2 - 1, 6, key="rope-pair")
-steps = c2.slider(tr("pair.steps"), 1, 64, 12, key="rope-steps")
+pair = linked(c1.slider, tr("pair.slider"), 0, D // 2 - 1, 6, key="rope-pair")
+steps = linked(c2.slider, tr("pair.steps"), 1, 64, 12, key="rope-steps")
 path = rope.pair_path(q, pair, range(steps + 1), theta)
 sweep = rope.pair_path(q, pair, np.linspace(0, steps, 50 * steps + 1), theta)  # fractional positions
 texts = {"title": tr("pair.title", pair=pair, steps=steps, theta=path["angle (rad)"][1]),

@@ -4,6 +4,7 @@ import streamlit as st
 
 from explorer import demo_plots as plots
 from explorer.i18n import scoped
+from explorer.links import linked
 from explorer.tables import shown_table
 from explorer.ui import show_chart, show_source
 from gptcore.demos import scaling
@@ -35,7 +36,7 @@ show_source(scaling.variance_table, scaling.dot_products, scaling.softmax_pair)
 
 # --- interactive d ---------------------------------------------------------------------------------------
 st.header(tr("head.heading"))
-d = st.select_slider(tr("head.slider"), DIMS, value=64, key="scaling-d")
+d = linked(st.select_slider, tr("head.slider"), DIMS, value=64, key="scaling-d")
 show_chart(plots.score_histograms(score_samples(d), tr("head.hist_title", d=d), tr("head.hist_x"), tr("head.hist_y")),
            key="scaling-hist")
 
@@ -54,8 +55,8 @@ show_source(scaling.score_samples, scaling.attention_rows, scaling.attention_sta
 # --- gradients -------------------------------------------------------------------------------------------
 st.header(tr("gradient.heading"))
 st.markdown(tr("gradient.body"))
-factor = st.select_slider(tr("gradient.slider"), [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64], value=16,
-                          key="scaling-factor")
+factor = linked(st.select_slider, tr("gradient.slider"), [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64], value=16,
+                key="scaling-factor")
 grad = st.cache_data(scaling.gradient_vs_scale, show_spinner=False)()
 names = {"jacobian norm": tr("gradient.norm"), "largest weight": tr("gradient.largest")}
 left, right = st.columns([3, 2])

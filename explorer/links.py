@@ -10,6 +10,11 @@ a URL the page wrote a moment before.
 """
 from __future__ import annotations
 
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any
+
 import streamlit as st
 
 
@@ -30,3 +35,113 @@ def keep(page: str, values: dict[str, str | None]) -> None:
         elif st.query_params.get(name) != value:
             st.query_params[name] = value
     st.session_state[f"{page}-link"] = {name: value for name, value in values.items() if value is not None}
+
+
+# ---------------------------------------------------------------- a concept page's controls
+
+SEEDED = "links-seeded"  # the keys of the linked widgets this session has already set from the URL
+
+
+@dataclass
+class Control:
+    """What a widget accepts, read from the arguments it is drawn with: its choices or its range, and its default."""
+    default: Any
+    options: list | None = None  # a choice widget's options; their str() is what the URL holds
+    many: bool = False  # a multiselect: the URL repeats the parameter, once a choice
+    low: Any = None
+    high: Any = None
+    step: Any = None
+    max_chars: int | None = None
+
+    @classmethod
+    def of(cls, widget, args: tuple, kwargs: dict) -> Control:
+        bound = inspect.signature(widget).bind(*args, **kwargs)
+        step = bound.arguments.get("step")  # (only a step given is checked: a number input's own is 0.01)
+        bound.apply_defaults()
+        a = bound.arguments
+        if "options" in a:
+            options = list(a["options"])
+            if "index" in a:  # selectbox, radio
+                return cls(None if a["index"] is None else options[a["index"]], options)
+            if "value" in a:  # select_slider
+                return cls(options[0] if a["value"] is None else a["value"], options)
+            if a.get("selection_mode", "multi") == "multi":  # multiselect, a multi-select segmented control
+                return cls(list(a["default"] or []), options, many=True)
+            return cls(a["default"], options)  # segmented control
+        if "min_value" in a:  # slider, number input
+            default = a["min_value"] if a["value"] in (None, "min") else a["value"]
+            return cls(default, low=a["min_value"], high=a["max_value"], step=step)
+        if "max_chars" in a:  # text input
+            return cls(a["value"] or "", max_chars=a["max_chars"])
+        return cls(bool(a["value"]))  # toggle, checkbox
+
+    def parse(self, texts: list[str]):
+        """The value the URL's texts name, or None where they name none this widget accepts."""
+        if not texts:
+            return None
+        if self.options is not None:
+            by_name = {str(option): option for option in self.options}
+            if self.many:
+                names = [] if texts == [""] else texts
+                ok = len(set(names)) == len(names) and all(name in by_name for name in names)
+                return [by_name[name] for name in names] if ok else None
+            return by_name.get(texts[0]) if len(texts) == 1 else None
+        text = texts[0]
+        if isinstance(self.default, bool):
+            return {"true": True, "false": False}.get(text)
+        if isinstance(self.default, str):
+            return text if self.max_chars is None or len(text) <= self.max_chars else None
+        return self._number(text)
+
+    def _number(self, text: str):
+        kind = float if float in {type(v) for v in (self.default, self.low, self.high, self.step)} else int
+        try:
+            value = kind(text)
+        except ValueError:
+            return None
+        inside = math.isfinite(value) and (self.low is None or value >= self.low) and \
+            (self.high is None or value <= self.high)
+        if self.step is not None and inside:
+            steps = (value - (self.low or 0)) / self.step
+            inside = abs(steps - round(steps)) < 1e-9
+        return value if inside else None
+
+    def texts(self, value) -> list[str] | None:
+        """The URL's texts for a value, None at the default (a link stays short)."""
+        if value == self.default:
+            return None
+        if self.many:
+            return [str(v) for v in value] or [""]
+        return ["true" if value else "false"] if isinstance(value, bool) else [str(value)]
+
+
+def linked(widget, *args, key: str, start: Any = None, **kwargs):
+    """Draw `widget` (st.slider, a column's selectbox, …) with its value kept in the URL under its key, and return
+    its value. The first time this session draws it, a value the URL holds sets it, if the widget accepts it (one
+    of its options, inside its range and on its step, a text within its length); anything else is passed over and
+    the widget keeps its own value. Each run writes the value back, or removes it at its default: the widget's own,
+    or `start` where the page starts it elsewhere (a preset's value). Choices are written as their values' str(),
+    never their shown names, so a link works in either language. A disabled widget follows others: never kept."""
+    control = Control.of(widget, args, {"key": key, **kwargs})
+    if start is not None:
+        control.default = start
+    seeded = st.session_state.setdefault(SEEDED, set())
+    if key not in seeded and not kwargs.get("disabled"):
+        seeded.add(key)
+        value = control.parse(st.query_params.get_all(key))
+        if value is not None:
+            st.session_state[key] = value
+    value = widget(*args, key=key, **kwargs)
+    texts = None if kwargs.get("disabled") else control.texts(value)
+    if texts is None:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get_all(key) != texts:
+        st.query_params[key] = texts if len(texts) > 1 else texts[0]
+    return value
+
+
+def from_url(key: str, options) -> Any:
+    """The option a URL names under key, or None: for a page that sets other widgets from this one before drawing
+    it (a preset)."""
+    return Control(None, options=list(options)).parse(st.query_params.get_all(key))
