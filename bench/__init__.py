@@ -1,6 +1,7 @@
 """Benchmarks of gptcore: each module measures one thing and runs on its own from the repository root.
 
     python -m bench.step               training step against the tutorial's literal code, and its ceilings
+    python -m bench.rmsnorm            RMSNorm's backward written by hand against autograd, in the training step
     python -m bench.inference          inspector forward, generation with and without the KV cache, eval cost
     python -m bench.time_to_loss       wall time to the tutorial's final val loss, tutorial vs fast recipe
     python -m bench.muon               gptcore's Muon against torch.optim.Muon on the fast recipe

@@ -6,11 +6,11 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from bench import common, inference, main, step, time_to_loss, whole_process
+from bench import common, inference, main, rmsnorm, step, time_to_loss, whole_process
 from gptcore.config import GPTConfig
 from gptcore.data import get_batch
 from gptcore.ladder import Curve
-from gptcore.model import RMSNorm, RMSNormFunction, apply_rope, rope_tables
+from gptcore.model import RMSNorm, apply_rope, rope_tables
 from gptcore.recipes import RECIPES, Recipe
 from gptcore.reference import tutorial_rope, tutorial_twin
 from gptcore.train import TrainConfig, build_model
@@ -142,12 +142,21 @@ def test_fast_recipe_trains_the_tutorials_architecture_on_under_half_its_charact
     assert fast.train.steps * fast.train.batch_size < tutorial.train.steps * tutorial.train.batch_size / 2
 
 
-def test_rms_norm_backward_matches_autograd_and_its_forward_matches_f_rms_norm():
+def test_the_benchmarks_hand_written_rms_norm_backward_is_right_and_the_models_norm_is_f_rms_norm():
     x = torch.randn(3, 5, 16, dtype=torch.float64, requires_grad=True)
     w = torch.randn(16, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, w: RMSNormFunction.apply(x, w, 1e-5), (x, w))
+    assert torch.autograd.gradcheck(lambda x, w: rmsnorm.HandWrittenRMSNorm.apply(x, w, 1e-5), (x, w))
     x32 = torch.randn(2, 7, 16)
     assert torch.equal(RMSNorm(16)(x32), F.rms_norm(x32, (16,), torch.ones(16), 1e-5))
+    norm = RMSNorm(16)
+    assert torch.equal(rmsnorm.hand_written_norm(norm, x32), norm(x32))  # the same forward, bit for bit
+
+
+def test_a_tiny_rmsnorm_bench_prints_both_steps_and_their_ratio(capsys):
+    assert main(["rmsnorm", "--rounds", "1", "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out
+    for text in ("hand-written", "autograd", "ms/step", "autograd / hand-written:", "load average"):
+        assert text in out, text
 
 
 def test_rope_as_complex_product_equals_the_tutorials_two_formulas_with_gradients():
