@@ -25,6 +25,7 @@ CURRENT = "#e45756"
 ACTIVATIONS = {"swiglu": F.silu, "relu": F.relu, "gelu": F.gelu, "relu2": relu_squared}
 WINDOW = 48  # positions a per-position figure shows at once, so each cell stays wide enough to read
 WORD_WINDOW = 12  # … when the positions are tokens of several characters
+LENS_WINDOW = 24  # positions of the logit lens, whose cells hold a guess each: readable on a 1024-pixel projector
 CELL_TEXT = 5  # characters of a token a small cell shows (a longer one ends in …; its hover has all of it)
 MANY = 32  # more heads than a bar chart names one by one: a layer × head grid shows them all, bars the largest
 TOP = 24  # bars a chart of many components keeps: the largest by size
@@ -44,6 +45,10 @@ def wide(labels: list[str]) -> bool:
 
 def window_size(labels: list[str]) -> int:
     return WORD_WINDOW if wide(labels) else WINDOW
+
+
+def lens_window(labels: list[str]) -> int:
+    return WORD_WINDOW if wide(labels) else LENS_WINDOW
 
 
 def short(label: str, n: int = CELL_TEXT) -> str:

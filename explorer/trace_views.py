@@ -4,7 +4,9 @@ Attribution reads the direct path and ablation the total effect, so the Attribut
 the Patching tab shows the composition that accounts for the difference (gptcore.circuits).
 
 Each tab takes a `Traced` (the checkpoint, the text and the traced position) rather than reading the page's
-globals; the forward passes behind them are cached per checkpoint version, device and text, so a click redraws.
+globals; the forward passes behind them are cached per checkpoint version, device and text, so a click redraws, and
+the tabs are a fragment of their own: a tab switch reruns them alone. What a learner may doubt is explained where
+it shows (explorer.trace_notes).
 
 The same tabs open a real model (SmolLM2: 30 layers of 9 heads, a 49k-token vocabulary): what takes more than about
 half a second (the lens at every nearby position, the total effects, the sweeps) waits for a click and shows its
@@ -16,17 +18,23 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
 from gptcore import circuits, interp
 from gptcore import inspector as ins
 from gptcore.errors import InputError, UserError
+from gptcore.heldout import HeldOut, held_out_text
 
 from . import trace_figures as figs
-from .checkpoints import Opened, WeightsKey, load_cached
+from . import trace_link as link
+from . import trace_notes as notes
+from .checkpoints import Opened, WeightsKey, checkpoint_meta, load_cached
 from .i18n import say, t
 from .ui import show_chart
 
@@ -38,6 +46,9 @@ QUICK_FLOPS = 2e10  # work the page does on its own when a tab opens (about half
 DEEP = 8  # layers beyond which the lens leaves out the rows after each attention sublayer unless asked
 SENDERS = 8  # the earlier heads a side-patching table lists on a model with many heads: the best restorers
 FOILS = 500  # tokens offered as the foil of an attribution
+HELD_OUT_CHARS = 1024  # characters of held-out text the heads are ranked on (in windows of the model's context)
+HELD_OUT_CHARS_MANY = 256  # … on a model of many heads, where each of the hundreds of runs costs more
+ALTERNATIVES = 20  # tokens offered to replace one of the learner's text in a corruption
 
 
 # --- cached work -------------------------------------------------------------------------------------------------
@@ -105,6 +116,12 @@ def lens_grid(key: WeightsKey, ids: tuple[int, ...], positions: tuple[int, ...],
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
+def lens_grid_cached(key: WeightsKey, ids: tuple[int, ...], positions: tuple[int, ...],
+                     attention: bool) -> interp.LensGrid:
+    return lens_grid(key, ids, positions, attention)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
 def means_cached(key: WeightsKey) -> dict[str, torch.Tensor]:
     """Each head's and FFN's mean over the fixed reference text: what mean ablation puts in their place."""
     model, tokenizer, _ = load_cached(*key)
@@ -121,27 +138,40 @@ def effects_cached(key: WeightsKey, ids: tuple[int, ...], position: int, target:
     return effects(key, ids, position, target, foil)
 
 
-def pair_setup(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str) -> interp.PatchingSetup:
-    """The pair checked and both prompts run, their captures kept with the others (Captures)."""
-    model, tokenizer, _ = load_cached(*key)
-    return interp.patching_setup(model, tokenizer, clean, corrupted, good, bad,
-                                 run=lambda ids: captured(key, tuple(ids.tolist())))
+class Pair(NamedTuple):
+    """A patching pair as ids: the clean and corrupted prompts and the two answers measured at their end."""
+    clean: tuple[int, ...]
+    corrupted: tuple[int, ...]
+    good: int
+    bad: int
+
+
+def pair_setup(key: WeightsKey, pair: Pair) -> interp.PatchingSetup:
+    """Both prompts run, their captures kept with the others (captures)."""
+    return interp.PatchingSetup(captured(key, pair.clean), captured(key, pair.corrupted), pair.good, pair.bad)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def sides_cached(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str, receiver: str,
-                 senders: tuple[str, ...]):
+def sides_cached(key: WeightsKey, pair: Pair, receiver: str, senders: tuple[str, ...]):
     """The share each sender restores through each side of the receiver head (rows: the whole input, then heads)."""
-    setup = pair_setup(key, clean, corrupted, good, bad)
-    return circuits.patch_sides(load_cached(*key)[0], setup, receiver, [None, *senders])
+    return circuits.patch_sides(load_cached(*key)[0], pair_setup(key, pair), receiver, [None, *senders])
 
 
-def patched_heads(key: WeightsKey, clean: str, corrupted: str, good: str, bad: str, progress=None) -> np.ndarray:
+def patched_heads(key: WeightsKey, pair: Pair, progress=None) -> np.ndarray:
     """The share each head restores: kept while the prompts stay as they are."""
     def compute() -> np.ndarray:
-        setup = pair_setup(key, clean, corrupted, good, bad)
-        return interp.patch_heads(load_cached(*key)[0], setup, progress=progress).numpy()
-    return head_patching().get((key, clean, corrupted, good, bad), compute)
+        return interp.patch_heads(load_cached(*key)[0], pair_setup(key, pair), progress=progress).numpy()
+    return head_patching().get((key, pair), compute)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def held_out_cached(key: WeightsKey, folder: str, chars: int) -> tuple[HeldOut, tuple[tuple[int, ...], ...]]:
+    """Held-out text for the checkpoint (gptcore.heldout) and its ids cut into windows a trace can keep."""
+    model, tokenizer, _ = load_cached(*key)
+    held_out = held_out_text(checkpoint_meta(Path(folder)), chars)
+    ids = tokenizer.encode(held_out.text)  # (a character the tokenizer lacks is left out)
+    size = min(model.cfg.context, interp.traceable_tokens(model.cfg, CAPTURE_BUDGET))
+    return held_out, tuple(tuple(ids[i:i + size]) for i in range(0, len(ids), size) if len(ids[i:i + size]) > 1)
 
 
 def quick(model, positions: int, runs: int) -> bool:
@@ -197,6 +227,37 @@ def pick_point(chart_key: str, state_key: str) -> None:
     if points:
         data = points[0]["customdata"]
         st.session_state[state_key] = int(data[0] if isinstance(data, list) else data)
+
+
+def probability_caption(view: Traced) -> None:
+    """The model's own probability of what comes next (temperature 1, as Inspect reports it), and beside it the
+    sampled one where the page's temperature or top-k change it."""
+    last = view.real_next is None
+    probs = view.trace.logits.softmax(-1)
+    token = int(probs.argmax()) if last else view.real_next
+    said = notes.probability(view.position, view.vocab[token], float(probs[token]), last)
+    if view.temperature != 1 or view.top_k:
+        said += " " + notes.sampled(view.vocab[token], float(view.trace.probs[token]), view.temperature, view.top_k)
+    st.caption(said)
+
+
+@st.fragment
+def tabs(view: Traced, text: str, start: int) -> None:
+    """The tabs, lazy (only the open one runs) and a fragment of their own: a tab switch reruns this part alone,
+    never the picker, the text strip or the forward pass above it. A position picked inside a tab (a click on the
+    lens) reruns the whole page, which reads it."""
+    if st.session_state.get("trace-position") != view.position:
+        st.rerun()
+    open_tab = st.session_state[link.OPEN] = link.open_tab()
+    st.session_state["trace-tab"] = link.tab_label(open_tab)  # (after a language switch: its new name)
+    show = {"step": step_through, "lens": lens_tab, "attribution": attribution_tab, "ablation": ablation_tab,
+            "patching": patching_tab}
+    containers = st.tabs([link.tab_label(tab) for tab in link.TABS], key="trace-tab", on_change="rerun")
+    for tab, container in zip(link.TABS, containers):
+        if container.open:
+            with container:
+                show[tab](view)
+    link.keep(view.opened.name, text, view.position, start)
 
 
 def with_progress(label: str, sweep, *args):
@@ -313,11 +374,11 @@ def lens_tab(view: Traced) -> None:
                               help=t("trace.lens.attention_rows_help", rows=2 * model.cfg.n_layer + 1))
     column = lens_column_cached(key, view.ids, position, attention)
     rows = lens_rows(column.rows)
-    positions = tuple(figs.window(position, len(view.ids), figs.window_size(view.labels)))
+    positions = tuple(figs.window(position, len(view.ids), figs.lens_window(view.labels)))
     grid_key = ("lens", key, view.ids, positions, attention)
     cells = len(rows) * len(positions) * model.cfg.vocab_size * model.cfg.d_model
     if 2 * cells <= QUICK_FLOPS:
-        grid = lens_grid(key, view.ids, positions, attention)
+        grid = lens_grid_cached(key, view.ids, positions, attention)
     else:  # a real vocabulary: every cell is a product with the whole head, so the grid waits for a click
         if st.button(t("trace.lens.grid_button", rows=len(rows), positions=len(positions)), key="trace-lens-grid"):
             st.session_state["trace-lens-grid-result"] = (grid_key, with_progress(
@@ -413,8 +474,9 @@ def effects_section(view: Traced, target: int, foil: int):
                                        t("trace.fig.ffn")), key="trace-effects-grid", config=NO_MODEBAR)
     heads = frame[frame["head"].notna()]  # composition is heads reading heads: name the head it shows most in
     indirect = heads.loc[heads["indirect"].abs().idxmax()]
-    st.caption(t("trace.attribution.effects_caption", name=indirect["component"], direct=indirect["direct"],
-                 total=indirect["total"]))
+    change = notes.switched_off(float(indirect["total"]), view.vocab[target], view.vocab[foil])
+    st.caption(t("trace.attribution.effects_caption", name=indirect["component"], change=change,
+                 direct=indirect["direct"]))
     return frame
 
 
@@ -430,8 +492,14 @@ def source_section(view: Traced, target: int, foil: int, frame) -> None:
     else:
         strongest = interp.logit_attribution(view.model, view.cap, view.position, target, foil).parts.set_index(
             "component").loc[names, "logit"]
-    head = st.selectbox(t("trace.attribution.source_head"), names, key="trace-source-head",
-                        index=names.index(strongest.abs().idxmax()))
+    default = strongest.abs().idxmax()
+    state, context = st.session_state, (view.ids, view.position, target, foil)
+    if (asked := link.asked_head()) in names:  # a link's head
+        state["trace-source-head"], state["trace-source-for"] = asked, context
+    elif state.get("trace-source-for") != context or state.get("trace-source-head") not in names:
+        state["trace-source-head"], state["trace-source-for"] = default, context  # a new question: its own head
+    head = st.selectbox(t("trace.attribution.source_head"), names, key="trace-source-head")
+    state[link.HEAD_SHOWN] = None if head == default else head
     layer, index = interp.parse_component(view.model, head)
     shares = circuits.source_attribution(view.model, view.cap, layer, index, view.position, target, foil)
     weights = view.cap[f"blocks.{layer}.attn.hook_pattern"][index, view.position, :view.position + 1]
@@ -445,8 +513,28 @@ def source_section(view: Traced, target: int, foil: int, frame) -> None:
 
 # --- ablation -----------------------------------------------------------------------------------------------------
 
-def sweep_heads(model, cap, mode, means, progress):
-    return interp.ablation_sweep(model, cap, mode, progress=progress, means=means)
+def sweep_heads(model, caps: list[interp.Capture], mode, means, progress) -> pd.DataFrame:
+    """ablation_sweep over one or more texts (windows of the held-out text), its losses averaged over every
+    prediction they make: one row per head, the loss its absence costs most first."""
+    done = [interp.ablation_sweep(model, cap, mode, means=means, progress=lambda i, n, k=k: progress(
+        k * n + i, len(caps) * n)).set_index("component") for k, cap in enumerate(caps)]
+    weights = np.array([len(cap.ids) - 1 for cap in caps], dtype=float)
+    frame = sum(part[["loss", "loss increase"]] * weight for part, weight in zip(done, weights)) / weights.sum()
+    return frame.reset_index().sort_values("loss increase", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def sweep_texts(view: Traced, source: str) -> tuple[list[interp.Capture], str | None]:
+    """The texts a ranking runs on: the learner's own, or the held-out text's windows; and for the held-out text,
+    the sentence that says which text it is."""
+    if source == "text":
+        return [view.cap], None
+    chars = HELD_OUT_CHARS_MANY if many_heads(view.model) else HELD_OUT_CHARS
+    held_out, windows = held_out_cached(view.opened.key, str(view.opened.folder), chars)
+    n = sum(map(len, windows))
+    start = "'" + " ".join(held_out.text[:80].split()) + "…'"
+    said = t(f"trace.ablation.held_out_{held_out.source}", n=n, unit=notes.unit(view.opened.tokens),
+             windows=len(windows), window=max(map(len, windows)), start=start)
+    return [captured(view.opened.key, ids) for ids in windows], said
 
 
 @st.fragment
@@ -472,13 +560,17 @@ def ablation_tab(view: Traced) -> None:
         probs = ins.sampling_distribution(ablation.logits[position], view.temperature, view.top_k)
         show_chart(figs.top_bars(probs, vocab, t("trace.ablation.probs_title", position=position),
                                       view.real_next), key="trace-ablation-probs", config=NO_MODEBAR)
-    sweep_key = ("sweep", view.opened.key, view.ids, mode)
+    source = st.radio(t("trace.ablation.sweep_on"), ("text", "held_out"), key="trace-sweep-on", horizontal=True,
+                      format_func=lambda s: t(f"trace.ablation.sources.{s}"), help=t("trace.ablation.sweep_on_help"))
+    sweep_key = ("sweep", view.opened.key, view.ids if source == "text" else source, mode)
     if st.button(t("trace.ablation.sweep"), key="trace-sweep"):
+        caps, said = sweep_texts(view, source)
         st.session_state["trace-sweep-result"] = (sweep_key, with_progress(
-            t("trace.ablation.sweeping"), sweep_heads, model, cap, mode, means))
+            t("trace.ablation.sweeping"), sweep_heads, model, caps, mode, means), said,
+            sum(len(c.ids) - 1 for c in caps))
     result = st.session_state.get("trace-sweep-result")
     if result and result[0] == sweep_key:
-        frame = result[1]
+        _, frame, said, predicted = result
         mode_name = t(f"trace.ablation.modes.{mode}")
         title = t("trace.ablation.sweep_title" if len(frame) <= figs.MANY else "trace.ablation.sweep_top_title",
                   mode=mode_name, k=figs.TOP)
@@ -491,43 +583,43 @@ def ablation_tab(view: Traced) -> None:
                 grid[layer, head] = increase
             show_chart(figs.head_grid(grid, t("trace.ablation.sweep_grid_title", mode=mode_name),
                                       t("trace.fig.loss_increase_short")), key="trace-sweep-grid", config=NO_MODEBAR)
-        st.caption(t("trace.ablation.sweep_caption", head=frame.loc[0, "component"],
-                     increase=frame.loc[0, "loss increase"]))
+        st.caption(t("trace.ablation.sweep_caption" if said is None else "trace.ablation.sweep_caption_held_out",
+                     head=frame.loc[0, "component"], increase=frame.loc[0, "loss increase"]))
+        if said:
+            st.caption(said)
+        if note := notes.lowering(frame, mode, predicted, view.opened.tokens, held_out=said is not None):
+            st.info(note)
 
 
 # --- activation patching ----------------------------------------------------------------------------------------------
 
 @st.fragment
-def patching_tab(opened: Opened) -> None:
+def patching_tab(view: Traced) -> None:
     st.markdown(t("trace.patching.intro"))
+    opened = view.opened
     model, tokenizer, cfg = opened.model, opened.tokenizer, opened.model.cfg
     pairs = {p.id: p for p in interp.patching_pairs(tokenizer)}
-    pair = pairs[st.selectbox(t("trace.patching.pair"), list(pairs), key="trace-pair",
-                              format_func=lambda p: t(f"trace.pairs.{p}.name"))]
-    st.caption(t(f"trace.pairs.{pair.id}.about"))
-    c1, c2 = st.columns(2)
-    clean = c1.text_area(t("trace.patching.clean"), pair.clean, key=f"trace-clean-{pair.id}", height=90)
-    corrupted = c2.text_area(t("trace.patching.corrupted"), pair.corrupted, key=f"trace-corrupted-{pair.id}",
-                             height=90)
-    good = c1.text_input(t("trace.patching.clean_answer"), pair.clean_answer, key=f"trace-good-{pair.id}")
-    bad = c2.text_input(t("trace.patching.corrupted_answer"), pair.corrupted_answer, key=f"trace-bad-{pair.id}")
-    try:
-        setup = pair_setup(opened.key, clean, corrupted, good, bad)
-    except UserError as e:
-        st.error(say(e))
+    choice = st.selectbox(t("trace.patching.pair"), [OWN, *pairs], key="trace-pair",
+                          format_func=lambda p: t(f"trace.pairs.{p}.name"))
+    pair = own_pair(view) if choice == OWN else text_pair(opened, pairs[choice])
+    if pair is None:
         return
+    setup = pair_setup(opened.key, pair)
     a, b = st.columns(2)
     a.metric(t("trace.patching.clean_difference"), f"{setup.clean_difference:+.2f}")
     b.metric(t("trace.patching.corrupted_difference"), f"{setup.corrupted_difference:+.2f}")
-    st.caption(t("trace.patching.measure", good=tokenizer.display(setup.good), bad=tokenizer.display(setup.bad)))
-    pair_key = (opened.key, clean, corrupted, good, bad)
-    heads = with_progress(t("trace.patching.running_heads"), patched_heads, *pair_key)
+    good, bad = tokenizer.display(setup.good), tokenizer.display(setup.bad)
+    st.caption(t("trace.patching.measure", good=good, bad=bad))
+    heads = with_progress(t("trace.patching.running_heads"), patched_heads, opened.key, pair)
     show_chart(figs.head_grid(heads, t("trace.patching.heads_title"), t("trace.fig.restored")),
                key="trace-patch-heads", config=NO_MODEBAR)
     best = np.unravel_index(np.nanargmax(heads), heads.shape)
-    st.caption(t("trace.patching.heads_caption", head=f"L{best[0]}H{best[1]}", share=float(heads[best])))
+    name = f"L{best[0]}H{best[1]}"
+    st.caption(t("trace.patching.heads_caption", head=name, share=float(heads[best])))
+    if note := notes.overshoot(name, float(heads[best]), setup.clean_difference, setup.corrupted_difference, good, bad):
+        st.info(note)
     if cfg.n_layer > 1:
-        sides_section(opened, heads, (clean, corrupted, good, bad))
+        sides_section(opened, heads, pair, setup)
     prompt_labels = [tokenizer.display(i) for i in setup.clean.ids.tolist()]
     residual_rows = [t("trace.lens.embedding")] + [t("trace.lens.block", layer=i) for i in range(cfg.n_layer)]
     st.subheader(t("trace.patching.positions_heading"))
@@ -537,7 +629,7 @@ def patching_tab(opened: Opened) -> None:
                   model, setup, progress=progress, heads=picked), [interp.head_label(*h) for h in picked])}
     for sweep, (run, rows) in sweeps.items():  # the longer sweeps run on request, with a progress bar
         state = f"trace-patch-{sweep}"
-        sweep_key = (pair_key, tuple(picked) if sweep == "head_position" else ())
+        sweep_key = (opened.key, pair, tuple(picked) if sweep == "head_position" else ())
         if st.button(t(f"trace.patching.run_{sweep}"), key=f"{state}-button"):
             shares = with_progress(t(f"trace.patching.running_{sweep}"), run, model, setup)
             st.session_state[state] = (sweep_key, shares.numpy())
@@ -545,6 +637,82 @@ def patching_tab(opened: Opened) -> None:
         if result and result[0] == sweep_key:
             show_chart(figs.position_grid(result[1], rows, prompt_labels, t(f"trace.patching.{sweep}_title")),
                        key=f"{state}-figure", config=NO_MODEBAR)
+
+
+OWN = "own"  # the pair made of the learner's own text and position
+
+
+def shown_answer(answer: str) -> str:
+    """An answer as its box shows it: a space as ␣, which an empty-looking box would hide."""
+    return answer.replace(" ", "␣")
+
+
+def typed_answer(answer: str) -> str:
+    return answer.replace("␣", " ")
+
+
+def text_pair(opened: Opened, pair: interp.PatchingPair) -> Pair | None:
+    """A built-in pair, its prompts and answers editable; None (with the reason said) when they do not fit."""
+    st.caption(t(f"trace.pairs.{pair.id}.about"))
+    c1, c2 = st.columns(2)
+    clean = c1.text_area(t("trace.patching.clean"), pair.clean, key=f"trace-clean-{pair.id}", height=90)
+    corrupted = c2.text_area(t("trace.patching.corrupted"), pair.corrupted, key=f"trace-corrupted-{pair.id}",
+                             height=90)
+    good = c1.text_input(t("trace.patching.clean_answer"), shown_answer(pair.clean_answer),
+                         key=f"trace-good-{pair.id}", help=t("trace.patching.answer_help"))
+    bad = c2.text_input(t("trace.patching.corrupted_answer"), shown_answer(pair.corrupted_answer),
+                        key=f"trace-bad-{pair.id}", help=t("trace.patching.answer_help"))
+    try:
+        setup = interp.patching_setup(opened.model, opened.tokenizer, clean, corrupted, typed_answer(good),
+                                      typed_answer(bad), run=lambda ids: captured(opened.key, tuple(ids.tolist())))
+    except UserError as e:
+        st.error(say(e))
+        return None
+    return Pair(tuple(setup.clean.ids.tolist()), tuple(setup.corrupted.ids.tolist()), setup.good, setup.bad)
+
+
+def copied_from(ids: tuple[int, ...], position: int, token: int) -> int | None:
+    """The latest earlier place where `token` followed the token at `position`: what copying the text's earlier
+    saying would bring here (None when the text never had it there)."""
+    return next((j for j in range(position, 0, -1) if ids[j] == token and ids[j - 1] == ids[position]), None)
+
+
+def own_pair(view: Traced) -> Pair | None:
+    """The learner's text up to the traced position, and the same with one token replaced (by default the one that
+    copying would bring to the position, by the model's likeliest other guess there); None when that changes nothing
+    the measure sees (said)."""
+    ids, position, vocab, labels = view.ids, view.position, view.vocab, view.labels
+    logits = view.cap.logits
+    good = view.real_next if view.real_next is not None else int(view.trace.logits.argmax())
+    clean = ids[:position + 1]
+    copied = copied_from(ids, position, good)
+    start = position if copied is None else copied
+    st.caption(t("trace.pairs.own.about"))
+    st.caption(t("trace.patching.own_prompt", position=position, prompt="'" + "".join(labels[:position + 1]) + "'"))
+    state = st.session_state
+    if state.get("trace-corrupt-for") != (ids, position) or state.get("trace-corrupt-at", position + 1) > position:
+        state["trace-corrupt-at"], state["trace-corrupt-for"] = start, (ids, position)
+    why = t("trace.patching.corrupt_own") if copied is None else t("trace.patching.corrupt_copied", position=position)
+    left, right = st.columns(2)
+    at = left.select_slider(t("trace.patching.corrupt_at"), range(position + 1), key="trace-corrupt-at",
+                            format_func=lambda i: f"{i} '{labels[i]}'",
+                            help=t("trace.patching.corrupt_at_help", start=f"{start} '{labels[start]}'", why=why))
+    guesses = logits[at - 1].argsort(descending=True).tolist() if at else list(range(len(vocab)))
+    alternatives = [i for i in guesses[:ALTERNATIVES + 1] if i != ids[at]][:ALTERNATIVES]
+    replacement = right.selectbox(t("trace.patching.corrupt_with"), alternatives, key=f"trace-corrupt-with-{at}",
+                                  format_func=lambda i: f"'{vocab[i]}'", help=t("trace.patching.corrupt_with_help"))
+    corrupted = clean[:at] + (replacement,) + clean[at + 1:]
+    guess = int(captured(view.opened.key, corrupted).logits[-1].argmax())
+    bad = guess if guess != good else interp.runner_up(logits[position], good)
+    st.caption(t("trace.patching.own_answers", position=position, good=vocab[good], bad=vocab[bad],
+                 good_why=t("trace.patching.good_next" if view.real_next is not None else "trace.patching.good_guess"),
+                 bad_why=t("trace.patching.bad_corrupted" if guess != good else "trace.patching.bad_runner_up")))
+    pair = Pair(clean, corrupted, good, bad)
+    setup = pair_setup(view.opened.key, pair)
+    if abs(setup.clean_difference - setup.corrupted_difference) < 1e-3:
+        st.info(t("trace.patching.own_same"))
+        return None
+    return pair
 
 
 def picked_heads(model, heads: np.ndarray) -> list[tuple[int, int]]:
@@ -570,17 +738,20 @@ def default_receiver(heads: np.ndarray) -> str:
     return interp.head_label(int(layer) + 1, int(head))
 
 
-def sides_section(opened: Opened, heads: np.ndarray, pair: tuple[str, str, str, str]) -> None:
+def sides_section(opened: Opened, heads: np.ndarray, pair: Pair, setup: interp.PatchingSetup) -> None:
     """Which earlier head feeds the receiver, and through which of its inputs."""
-    model, cfg = opened.model, opened.model.cfg
+    model, cfg, state = opened.model, opened.model.cfg, st.session_state
     st.subheader(t("trace.patching.sides_heading"))
     st.markdown(t("trace.patching.sides_intro"))
     receivers = [interp.head_label(i, h) for i in range(1, cfg.n_layer) for h in range(cfg.n_head)]
     default = default_receiver(heads)
-    if st.session_state.get("trace-receiver") not in receivers:
-        st.session_state["trace-receiver"] = default
+    if (asked := link.asked_head()) in receivers:  # a link's head
+        state["trace-receiver"], state["trace-receiver-for"] = asked, pair
+    elif state.get("trace-receiver-for") != pair or state.get("trace-receiver") not in receivers:
+        state["trace-receiver"], state["trace-receiver-for"] = default, pair  # a new pair: its own receiver
     receiver = st.selectbox(t("trace.patching.receiver"), receivers, key="trace-receiver",
                             help=t("trace.patching.receiver_help", head=default))
+    state[link.HEAD_SHOWN] = None if receiver == default else receiver
     layer, _ = interp.parse_component(model, receiver)
     senders = circuits.senders_before(model, layer)
     if many_heads(model):  # hundreds of senders: the embedding and the earlier heads that restore most, or a pick
@@ -590,14 +761,20 @@ def sides_section(opened: Opened, heads: np.ndarray, pair: tuple[str, str, str, 
         senders = st.multiselect(t("trace.patching.senders"), senders, default=default_senders,
                                  key=f"trace-senders-{receiver}", format_func=sender_name,
                                  help=t("trace.patching.senders_help", n=SENDERS))
-    shares = sides_cached(opened.key, *pair, receiver, tuple(senders))
+    shares = sides_cached(opened.key, pair, receiver, tuple(senders))
     rows = [sender_name(name) for name in shares.index]
     columns = [t(f"trace.patching.sides.{side}") for side in circuits.SIDES]
     show_chart(figs.side_grid(shares.to_numpy(), rows, columns, t("trace.patching.sides_title", head=receiver)),
                key="trace-patch-sides", config=NO_MODEBAR)
-    whole = shares.iloc[0].to_numpy()
-    st.caption(t("trace.patching.sides_caption", head=receiver, whole_side=columns[int(np.nanargmax(whole))],
-                 whole=float(np.nanmax(whole)), **strongest_sender(shares.iloc[1:], rows[1:], columns)))
+    st.markdown(notes.path(receiver, shares.iloc[0].to_dict()))
+    strongest = strongest_sender(shares.iloc[1:], rows[1:], columns)
+    st.caption(t("trace.patching.sides_caption", head=receiver, **strongest))
+    values = shares.to_numpy()  # the cell that restores most, the whole clean input's included
+    row, side = np.unravel_index(np.nanargmax(values), values.shape)
+    name = t("trace.notes.sender_side", sender=rows[row], head=receiver, side=columns[side])
+    if note := notes.overshoot(name, float(values[row, side]), setup.clean_difference, setup.corrupted_difference,
+                               opened.tokenizer.display(setup.good), opened.tokenizer.display(setup.bad)):
+        st.info(note)
 
 
 def strongest_sender(senders, rows: list[str], columns: list[str]) -> dict:

@@ -184,7 +184,9 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
 
     open_tab(at, 4)
     pair = interp.PATCHING_PAIRS[0]
-    assert at.selectbox(key="trace-pair").value == pair.id
+    assert at.selectbox(key="trace-pair").value == "own"  # the learner's text (test_page_trace_notes), then a pair
+    at.selectbox(key="trace-pair").set_value(pair.id)
+    rerun(at)
     setup = interp.patching_setup(model, shipped.tokenizer, pair.clean, pair.corrupted, pair.clean_answer,
                                   pair.corrupted_answer)
     grid = np.array(chart(at, "trace-patch-heads")[0]["z"], dtype=float)

@@ -1,0 +1,99 @@
+"""The Trace page's view in its address (explorer.links): the checkpoint, the text, the traced position, the stage
+Step through shows (which names its layer), the head the open tab looks at (Attribution's head by source, the
+receiver of Activation patching: L3H2 names layer and head) and the open tab, as
+`?ckpt=starter&text=…&pos=35&stage=12&head=L3H2&tab=attribution`. What is at its default is left out (the text the
+page starts with, the position it picks, the first stage, the head the tab picks, the first tab); a text longer than
+LINK_CHARS keeps its beginning. A link whose checkpoint this server does not have opens the default one and says so.
+"""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from gptcore.inspector import DEFAULT_TEXT
+
+from . import links
+from .checkpoints import Opened, choose_checkpoint
+from .i18n import LANGUAGES, catalog, t
+
+PAGE = "trace"
+FIELDS = ("ckpt", "text", "pos", "stage", "head", "tab")
+TABS = ("step", "lens", "attribution", "ablation", "patching")
+LINK_CHARS = 500  # the most characters of the text a link keeps
+HEAD = re.compile(r"L(\d+)H(\d+)")
+LATER = "trace-link-later"  # a link's position, stage and head, set once the text and the model are known
+MISSING = "trace-link-missing"  # (the checkpoint a link asked for and this server lacks, the one opened instead)
+OPEN = "trace-open-tab"  # the open tab's name, kept while the reader is on another page (the widget's is not)
+HEAD_SHOWN = "trace-link-head"  # the head the open tab shows, when the reader chose it (None: the tab's own pick)
+HEAD_ASKED = "trace-link-head-asked"  # a link's head, waiting for the tab that shows heads to take it
+
+
+def follow() -> None:
+    """Before the page's widgets: when the address comes from a link, open what it names (what it leaves out at its
+    default)."""
+    found = links.arrived(PAGE, FIELDS)
+    if found is None:
+        return
+    state = st.session_state
+    if "ckpt" in found and not choose_checkpoint(PAGE, found["ckpt"]):
+        state[MISSING] = (found["ckpt"], None)
+    state["trace-text"] = found.get("text", DEFAULT_TEXT)
+    state[OPEN] = found.get("tab") if found.get("tab") in TABS else TABS[0]
+    state["trace-tab"] = tab_label(state[OPEN])
+    state[LATER] = (found.get("pos"), found.get("stage"), found.get("head"))
+    state.pop("trace-position", None)  # (the link's position, or the page's own pick for its text)
+
+
+def say_missing(opened: Opened) -> None:
+    """The sentence for a link whose checkpoint is not here, for as long as the one opened instead stays open."""
+    missing = st.session_state.get(MISSING)
+    if missing is None:
+        return
+    name, shown = missing
+    if shown is None:
+        st.session_state[MISSING] = name, shown = name, opened.name
+    if opened.name == shown:
+        st.warning(t("trace.link.missing_checkpoint", name=name, shown=shown))
+    else:
+        del st.session_state[MISSING]
+
+
+def position_stage_and_head(n_tokens: int, n_layer: int, n_head: int) -> None:
+    """A link's position, stage and head once the page knows the text's length and the model's shape; a value
+    outside them is left at the page's own choice. (The stage is checked against the pass when it is drawn.)"""
+    position, stage, head = st.session_state.pop(LATER, (None, None, None))
+    if position is not None and position.isdigit() and int(position) < n_tokens:
+        st.session_state["trace-position"] = int(position)
+    if stage is not None and stage.isdigit() and int(stage) >= 1:
+        st.session_state["trace-stage"] = int(stage) - 1
+    if head is not None and (match := HEAD.fullmatch(head)) and int(match[1]) < n_layer and int(match[2]) < n_head:
+        st.session_state[HEAD_ASKED] = head
+
+
+def asked_head() -> str | None:
+    """The head a link named, once: the tab that shows heads takes it."""
+    return st.session_state.pop(HEAD_ASKED, None)
+
+
+def tab_label(tab: str) -> str:
+    return t(f"trace.tabs.{tab}")
+
+
+def open_tab() -> str:
+    """The open tab's name: from the tabs widget, which holds its label in the language it was drawn in, or when
+    the page comes back from another, the one it had."""
+    label = st.session_state.get("trace-tab")
+    return next((tab for tab in TABS for lang in LANGUAGES if catalog(lang)[f"trace.tabs.{tab}"] == label),
+                st.session_state.get(OPEN, TABS[0]))
+
+
+def keep(name: str, text: str, position: int, start: int) -> None:
+    """Write the view into the address, each value only where it differs from where the page starts."""
+    tab = open_tab()
+    stage = st.session_state.get("trace-stage", 0)
+    links.keep(PAGE, {"ckpt": name, "text": None if text == DEFAULT_TEXT else text[:LINK_CHARS],
+                      "pos": None if position == start else str(position),
+                      "stage": str(stage + 1) if tab == "step" and stage else None,
+                      "head": st.session_state.get(HEAD_SHOWN) if tab in ("attribution", "patching") else None,
+                      "tab": None if tab == TABS[0] else tab})
