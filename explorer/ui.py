@@ -221,12 +221,17 @@ def clear_toolbar_band(fig, band: int = TOOLBAR_BAND) -> None:
 
 
 STORY_BREAK = re.compile(rf"\n?{re.escape(END_OF_TEXT)}\n?")  # the marker with the newlines around it
+# What a character model writes of the marker when it writes only part of it: cut off where a sample ends ("<|endo"),
+# or misspelt before the model has learnt it ("<|ejyj", "<hame"). A "<" is one when "|" follows it, when it opens a
+# line (in the corpus only the marker does) or when it ends the text.
+PARTIAL_MARKER = re.compile(r"<\|[A-Za-z]{0,12}\|?>?|(?:^|(?<=\n))<[A-Za-z]{0,12}\|?>?|<$")
 
 
 def with_story_breaks(text: str) -> str:
-    """Text from a model or a corpus as a reader expects it: the marker between two stories becomes a divider line.
-    Show `story_break_note()` once near it."""
-    return STORY_BREAK.sub(f"\n{t('ui.story_break')}\n", text)
+    """Text from a model or a corpus as a reader expects it: the marker between two stories becomes a divider line,
+    and a piece of it written alone is set between ⟦ ⟧. Show `story_break_note()` once near it."""
+    text = STORY_BREAK.sub(f"\n{t('ui.story_break')}\n", text)
+    return PARTIAL_MARKER.sub(lambda piece: f"⟦{piece.group()}⟧", text)
 
 
 def story_break_note() -> None:
