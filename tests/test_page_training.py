@@ -770,12 +770,15 @@ def test_an_uploaded_checkpoint_zip_becomes_a_run_and_a_bad_one_says_why(root):
     assert at.selectbox(key="tr_manage").value == "lesson" and at.dataframe[0].value.loc[0, "run"] == "lesson"
     assert ckpt.load_checkpoint(root / "lesson").meta["step"] == 5
     at.button(key="tr_import").click().run()  # the same zip again
-    assert texts(at.error)[-1] == "a checkpoint named 'lesson' already exists"
+    assert texts(at.error)[-1] == "The checkpoint was not added: a checkpoint named 'lesson' already exists. Choose " \
+        "another name under **Save it as** and click **Add the checkpoint** again."
     at.text_input(key="tr_import_name").set_value("lesson two").run()
     at.button(key="tr_import").click().run()
     assert texts(at.success)[-1].startswith("Added **lesson-two**")
     at.file_uploader(key="tr_import_zip").upload("notes.zip", b"just some text", "application/zip")
     at.run()
     at.button(key="tr_import").click().run()
-    assert texts(at.error)[-1] == "this is not a readable zip file (File is not a zip file)"
+    assert texts(at.error)[-1] == "This zip cannot be added: this is not a readable zip file (File is not a zip " \
+        "file). Nothing was kept: upload a zip made by **Download checkpoint (.zip)** under **Manage a run**, on " \
+        "this page of any machine."
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["lesson", "lesson-two"]
