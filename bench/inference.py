@@ -35,10 +35,13 @@ def time_inference(cfg: GPTConfig, gen_chars: int, val_chars: int, repeats: int,
         return lambda: list(stream(model, prompt, gen_chars, generator=torch.Generator(device).manual_seed(0),
                                          use_cache=use_cache))
 
+    def patterns(name):  # what the Inspect page reads: every attention pattern
+        return name.endswith("hook_pattern")
+
     def synced(fn):  # a GPU queues work: wait for it, so the clock measures it
         return lambda: (fn(), synchronize(device))
     return {
-        "inspector": time_calls(synced(lambda: model.run_with_cache(window)), repeats),
+        "inspector": time_calls(synced(lambda: model.run_with_cache(window, names_filter=patterns)), repeats),
         "forward": time_calls(synced(lambda: model(window)), repeats),
         "generate_cached": time_calls(generate(True), max(1, repeats // 4)),
         "generate_uncached": time_calls(generate(False), max(1, repeats // 4)),

@@ -48,15 +48,14 @@ def sequence_scores(model: GPT, ids: torch.Tensor, length: int) -> tuple[torch.T
     them, and dropped, before the next layer runs."""
     layers = {}
 
-    def reduce(name: str, pattern: torch.Tensor) -> None:
+    def reduce(pattern: torch.Tensor, hook) -> None:
         p = pattern.double()  # (B, H, T, T): measure_copying scores in float64 too
-        layers[int(name.split(".")[1])] = torch.stack([copying.previous_token_scores(p),
+        layers[int(hook.name.split(".")[1])] = torch.stack([copying.previous_token_scores(p),
                                                        copying.first_token_scores(p),
                                                        copying.induction_scores(p, length)], 1)
 
-    names = [f"blocks.{i}.attn.hook_pattern" for i in range(model.cfg.n_layer)]
-    with model.hooks(names, reduce):
-        logits, _ = model(ids.to(next(model.parameters()).device))
+    logits, _ = model.run_with_hooks(ids.to(next(model.parameters()).device),
+                                     fwd_hooks=[(lambda name: name.endswith("hook_pattern"), reduce)])
     losses = copying.copy_losses(logits.cpu(), ids, length)
     return losses, torch.stack([layers[i].cpu() for i in range(model.cfg.n_layer)], 2)
 

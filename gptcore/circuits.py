@@ -81,7 +81,7 @@ def _mean_output(model: GPT, means: dict[str, torch.Tensor], layer: int, head: i
     """What a mean-ablated component writes into the stream: its mean z through its columns of W_O, or the FFN's
     mean output."""
     if head is None:
-        return means[f"blocks.{layer}.hook_ffn_out"]
+        return means[f"blocks.{layer}.hook_mlp_out"]
     return head_output_matrix(model, layer, head) @ means[f"blocks.{layer}.attn.hook_z"][head]
 
 
@@ -180,7 +180,7 @@ def _sender_output(model: GPT, cap: Capture, sender: str) -> torch.Tensor:
         return rows + cap["hook_pos_embed"] if model.cfg.position == "learned" else rows
     layer, head = parse_component(model, sender)
     if head is None:
-        return cap[f"blocks.{layer}.hook_ffn_out"]
+        return cap[f"blocks.{layer}.hook_mlp_out"]
     return cap[f"blocks.{layer}.attn.hook_result"][:, head]
 
 

@@ -124,7 +124,8 @@ def logits_and_patterns(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, to
     was_training = model.training
     model.eval()
     try:
-        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device))
+        logits, store = model.run_with_cache(ids.to(next(model.parameters()).device),
+                                             names_filter=lambda name: name.endswith("hook_pattern"))
     finally:
         model.train(was_training)
     patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"] for i in range(model.cfg.n_layer)], 1)

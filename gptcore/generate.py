@@ -51,14 +51,14 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None) -> torch.Te
     Temperature 0, or one so small that logits / temperature overflows, picks the most likely token."""
     if not torch.isfinite(logits).all():
         raise NonFiniteLogits("the model's outputs are NaN or infinite: its weights are broken (a diverged run?)")
-    scaled = logits / temperature if temperature else None  # trace: temperature
+    scaled = logits / temperature if temperature else None
     if scaled is None or not torch.isfinite(scaled).all():
-        return logits.argmax(-1, keepdim=True)  # trace: argmax
+        return logits.argmax(-1, keepdim=True)
     logits = scaled
     if top_k and top_k < logits.shape[-1]:  # (0 or None: every token)
         kth = torch.topk(logits, top_k).values[..., -1, None]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator)  # trace: sample
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)
 
 
 def stream(model: GPT, idx: torch.Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,

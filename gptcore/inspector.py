@@ -86,7 +86,7 @@ def patterns_from_ids(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, torc
     read at the hook points."""
     names = [f"blocks.{i}.attn.hook_pattern" for i in range(model.cfg.n_layer)] + ["hook_ln_f_out"]
     with MODEL_LOCK:
-        logits, store = model.run_with_cache(ids[None], names)
+        logits, store = model.run_with_cache(ids[None], names_filter=names)
     patterns = torch.stack([store[f"blocks.{i}.attn.hook_pattern"][0] for i in range(model.cfg.n_layer)])
     return logits[0], patterns, store["hook_ln_f_out"][0]
 

@@ -1,5 +1,5 @@
 """The tutorial's LLaMA-style GPT, with its ablation switches, the options real LLaMA-family models need, and
-hook points.
+hook points named as TransformerLens names them (gptcore/hooks.py: run_with_hooks, run_with_cache).
 
 Module creation order matches the tutorial's `gpt.py` (embedding, then per block qkv, proj, w1, w3, w2,
 then head), so with the same seed PyTorch's default init draws the very same weights.
@@ -7,54 +7,13 @@ then head), so with the same seed PyTorch's default init draws the very same wei
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import GPTConfig
-
-
-class HookPoint(nn.Module):
-    """Identity with a name: a forward hook on it reads an activation, or replaces it by returning a tensor.
-
-    Without a hook it returns its input at once, skipping nn.Module's call machinery, so the model pays next to
-    nothing for the hook points it does not use (a global torch hook does not see them, a hook on them does).
-    """
-
-    def __call__(self, x):
-        return super().__call__(x) if self._forward_hooks else x
-
-    def forward(self, x):
-        return x
-
-    @property
-    def active(self) -> bool:
-        return bool(self._forward_hooks)
-
-
-class RMSNormFunction(torch.autograd.Function):
-    """x · rsqrt(mean(x²) + eps) · γ with a hand-written backward. Autograd through the same formula (or through
-    F.rms_norm, which is that formula on CPU) makes about twice as many passes over the activation; on this
-    model the difference is ~4% of a training step."""
-
-    @staticmethod
-    def forward(ctx, x, weight, eps: float):
-        inv_rms = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)  # trace: norm
-        normed = x * inv_rms
-        ctx.save_for_backward(normed, weight, inv_rms)
-        return normed * weight
-
-    @staticmethod
-    def backward(ctx, grad):
-        normed, weight, inv_rms = ctx.saved_tensors
-        g = grad * weight
-        # the direct path minus the part of g along x, which only changes the rms that is divided out
-        grad_x = (g - normed * (g * normed).mean(-1, keepdim=True)) * inv_rms
-        grad_weight = (grad * normed).reshape(-1, normed.shape[-1]).sum(0)
-        return grad_x, grad_weight, None
+from .hooks import HookedRootModule, HookPoint
 
 
 class RMSNorm(nn.Module):
@@ -65,8 +24,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d))
 
-    def forward(self, x):
-        return RMSNormFunction.apply(x, self.weight, self.eps)
+    def forward(self, x):  # autograd derives the backward: one written by hand measured no faster (bench.rmsnorm)
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def make_norm(cfg: GPTConfig) -> nn.Module:
@@ -111,7 +70,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     kernel instead of six (slicing, four products, stack). The result is bitwise the same.
     """
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # a view: no copy of x
-    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)  # trace: rotate
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
 
 
 def _hook_pair(qk: torch.Tensor, hook_q: HookPoint, hook_k: HookPoint) -> torch.Tensor:
@@ -136,12 +95,12 @@ class Attention(nn.Module):
             if cfg.qk_norm else None
         # Hook points. Per-head vectors are (B, T, H, d_head): q, k (after QK-norm, if on) and v before RoPE, rot_q,
         # rot_k after it, z = each head's weighted sum of values (before W_O); result (B, T, H, d_model) is each
-        # head's share of the output after W_O. scores (pre-softmax, scaled and masked) and pattern are
+        # head's share of the output after W_O. attn_scores (pre-softmax, scaled and masked) and pattern are
         # (B, H, T_query, T_key). With grouped keys and values, k and v are already given to every query head of
         # the group, so each head is read and changed the same way whatever the grouping.
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
-        self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
     def project(self, x):
@@ -149,7 +108,7 @@ class Attention(nn.Module):
         d_head). Before RoPE."""
         B, T, _ = x.shape
         H, G, D = self.n_head, self.n_kv_head, self.d_head
-        qkv = self.qkv(x)  # trace: qkv
+        qkv = self.qkv(x)
         if G == H:  # (B, T, 3·H·D) -> (B, T, {q,k,v}, H, D) as one view: no copy
             qk, v = qkv.view(B, T, 3, H, D).split([2, 1], dim=2)
         else:  # each key/value head serves H / G query heads: repeat it for each of them
@@ -157,7 +116,7 @@ class Attention(nn.Module):
             k, v = (t.view(B, T, G, D).repeat_interleave(H // G, dim=2) for t in (k, v))
             qk, v = torch.stack([q.view(B, T, H, D), k], 2), v[:, :, None]
         if self.qk_norm is not None:
-            qk = torch.stack([norm(t) for norm, t in zip(self.qk_norm, qk.unbind(2))], 2)  # trace: qk_norm
+            qk = torch.stack([norm(t) for norm, t in zip(self.qk_norm, qk.unbind(2))], 2)
         return qk, v
 
     def forward(self, x, rope=None, cache=None):
@@ -166,7 +125,6 @@ class Attention(nn.Module):
         qk = _hook_pair(qk, self.hook_q, self.hook_k)
         if rope is not None:  # q and k rotated together, in one kernel
             cos, sin = rope
-            # trace: rope
             qk = _hook_pair(apply_rope(qk, cos[:, None, None], sin[:, None, None]), self.hook_rot_q, self.hook_rot_k)
         # -> (B, H, T, d_head) views; unbind and split (not indexing) keep the backward free of zero-filled copies
         q, k = (t.transpose(1, 2) for t in qk.unbind(2))
@@ -176,7 +134,7 @@ class Attention(nn.Module):
         # A single new query may see every cached key; a block of T queries over T keys needs the mask.
         causal = self.causal and T > 1
         # SDPA's is_causal lines the mask up from the first key: right only when there are as many keys as queries
-        if self.hook_scores.active or self.hook_pattern.active or (causal and k.shape[2] != T):
+        if self.hook_attn_scores.active or self.hook_pattern.active or (causal and k.shape[2] != T):
             y = self._explicit(q, k, v, causal)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=self.scale)
@@ -184,21 +142,21 @@ class Attention(nn.Module):
         if self.hook_result.active:
             return self.hook_result(self._per_head(z)).sum(2)
         # transpose left z non-contiguous, so .view would fail: reshape copies when it must
-        return self.proj(z.reshape(B, T, -1))  # trace: proj
+        return self.proj(z.reshape(B, T, -1))
 
     def _explicit(self, q, k, v, causal: bool):
         """softmax(q·kᵀ·scale + M)·v written out, so the scores and weights can pass through their hook points."""
-        scores = (q @ k.transpose(-2, -1)) * self.scale  # trace: scores
+        scores = (q @ k.transpose(-2, -1)) * self.scale
         if causal:
             Tq, Tk = scores.shape[-2:]
             future = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)
-            scores = scores.masked_fill(future, float("-inf"))  # trace: mask
-        return self.hook_pattern(self.hook_scores(scores).softmax(-1)) @ v  # trace: pattern
+            scores = scores.masked_fill(future, float("-inf"))
+        return self.hook_pattern(self.hook_attn_scores(scores).softmax(-1)) @ v
 
     def _per_head(self, z):
         """(B, T, H, d_model): head h's z times its own d_head columns of W_O. Summed over heads, this is proj(z)."""
         w_o = self.proj.weight.view(-1, self.n_head, z.shape[-1])  # (d_model, H, d_head)
-        return torch.einsum("bthd,chd->bthc", z, w_o)  # trace: per_head
+        return torch.einsum("bthd,chd->bthc", z, w_o)
 
 
 def relu_squared(x: torch.Tensor) -> torch.Tensor:
@@ -217,15 +175,15 @@ class FeedForward(nn.Module):
         if cfg.ffn == "swiglu":
             self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)  # the linear "gate" branch
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
-        # (B, T, d_ff) hook points: w1 x, act(w1 x), the gate w3 x, and what enters w2
+        # (B, T, d_ff) hook points: w1 x, act(w1 x), the linear branch w3 x, and what enters w2
         self.hook_pre, self.hook_act = HookPoint(), HookPoint()
-        self.hook_gate, self.hook_hidden = HookPoint(), HookPoint()
+        self.hook_pre_linear, self.hook_post = HookPoint(), HookPoint()
 
     def forward(self, x):
-        h = self.hook_act(self.act(self.hook_pre(self.w1(x))))  # trace: ffn_pre, ffn_act
+        h = self.hook_act(self.act(self.hook_pre(self.w1(x))))
         if self.kind == "swiglu":
-            h = h * self.hook_gate(self.w3(x))  # trace: ffn_gate, ffn_hidden
-        return self.w2(self.hook_hidden(h))  # trace: ffn_out
+            h = h * self.hook_pre_linear(self.w3(x))
+        return self.w2(self.hook_post(h))
 
 
 class Block(nn.Module):
@@ -238,23 +196,21 @@ class Block(nn.Module):
         # norm's output and each sub-block's output
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = HookPoint(), HookPoint(), HookPoint()
         self.hook_ln1_out, self.hook_attn_out = HookPoint(), HookPoint()
-        self.hook_ln2_out, self.hook_ffn_out = HookPoint(), HookPoint()
+        self.hook_ln2_out, self.hook_mlp_out = HookPoint(), HookPoint()
 
     def forward(self, x, rope=None, cache=None):
         x = self.hook_resid_pre(x)
         if self.pre_norm:  # norm only on the branch: the residual trunk stays a clean chain of additions
-            attn_out = self.hook_attn_out(self.attn(self.hook_ln1_out(self.ln1(x)), rope, cache))  # trace: ln1
-            x = self.hook_resid_mid(x + attn_out)  # trace: resid_mid
-            ffn_out = self.hook_ffn_out(self.ffn(self.hook_ln2_out(self.ln2(x))))  # trace: ln2
-            return self.hook_resid_post(x + ffn_out)  # trace: resid_post
+            attn_out = self.hook_attn_out(self.attn(self.hook_ln1_out(self.ln1(x)), rope, cache))
+            x = self.hook_resid_mid(x + attn_out)
+            ffn_out = self.hook_mlp_out(self.ffn(self.hook_ln2_out(self.ln2(x))))
+            return self.hook_resid_post(x + ffn_out)
         # post-norm: the trunk itself is normed
-        # trace: resid_mid_norm
         x = self.hook_resid_mid(self.hook_ln1_out(self.ln1(x + self.hook_attn_out(self.attn(x, rope, cache)))))
-        # trace: resid_post_norm
-        return self.hook_resid_post(self.hook_ln2_out(self.ln2(x + self.hook_ffn_out(self.ffn(x)))))
+        return self.hook_resid_post(self.hook_ln2_out(self.ln2(x + self.hook_mlp_out(self.ffn(x)))))
 
 
-class GPT(nn.Module):
+class GPT(HookedRootModule):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.cfg = cfg
@@ -276,6 +232,7 @@ class GPT(nn.Module):
             cos, sin = rope_tables(torch.arange(cfg.context), cfg.d_head, freq=scaled_frequencies(cfg))
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
+        self.setup()  # names every hook point after its place: blocks.0.attn.hook_pattern, …
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -295,44 +252,12 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if start + T > self.cfg.context:
             raise ValueError(f"{start + T} positions exceed the model's context of {self.cfg.context}")
-        x = self.hook_embed(self.emb(idx))  # trace: embed
+        x = self.hook_embed(self.emb(idx))
         if self.pos_emb is not None:
-            # trace: pos_embed
             x = x + self.hook_pos_embed(self.pos_emb(torch.arange(start, start + T, device=idx.device)))
         rope = self._rope(start, T)
         for i, block in enumerate(self.blocks):
             x = block(x, rope, None if caches is None else caches[i])
-        logits = self.head(self.hook_ln_f_out(self.ln_f(x[:, -1:] if last_only else x)))  # trace: ln_f, logits
+        logits = self.head(self.hook_ln_f_out(self.ln_f(x[:, -1:] if last_only else x)))
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
-
-    def hook_points(self) -> dict[str, HookPoint]:
-        return {name: m for name, m in self.named_modules() if isinstance(m, HookPoint)}
-
-    @contextmanager
-    def hooks(self, names: list[str], fn: Callable[[str, torch.Tensor], None]):
-        """Call fn(name, activation) at each named hook point while the context is open.
-
-        A tensor fn returns replaces the activation from there on (ablation, patching); None leaves it as it is.
-        """
-        points = self.hook_points()
-        missing = sorted(set(names) - set(points))
-        if missing:
-            raise KeyError(f"no hook point named {', '.join(missing)}")
-        handles = [points[n].register_forward_hook(lambda m, i, out, n=n: fn(n, out)) for n in names]
-        try:
-            yield
-        finally:
-            for h in handles:
-                h.remove()
-
-    @torch.no_grad()
-    def run_with_cache(self, idx, names: list[str] | None = None):
-        """Forward pass that also returns {hook name: activation}; default: every attention pattern."""
-        if names is None:
-            names = [n for n in self.hook_points() if n.endswith("hook_pattern")]
-        store: dict[str, torch.Tensor] = {}
-        with self.hooks(names, lambda n, out: store.__setitem__(n, out.detach())):
-            logits, _ = self(idx)
-        return logits, store
-

@@ -142,7 +142,7 @@ class CharTokenizer(Tokenizer):
         return Counter(c for c in text if c not in self.stoi)
 
     def encode(self, text: str) -> list[int]:
-        return [self.stoi[c] for c in text if c in self.stoi]  # trace: token
+        return [self.stoi[c] for c in text if c in self.stoi]
 
     def decode(self, ids) -> str:
         return "".join(self.chars[int(i)] for i in ids)
@@ -228,7 +228,7 @@ class BPETokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         """The ids of text; a long text is encoded in blocks on every core (the same ids as in one piece)."""
         if len(text) <= 1 << 16:
-            return self.hf.encode(text, add_special_tokens=False).ids  # trace: token
+            return self.hf.encode(text, add_special_tokens=False).ids
         return [i for ids in self.encode_batch(list(text_blocks(text))) for i in ids]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
@@ -315,7 +315,7 @@ class HFTokenizer(Tokenizer):
         return self._vocab_size
 
     def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=False).ids  # trace: token
+        return self.hf.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids) -> str:
         return self.hf.decode([int(i) for i in ids if int(i) < self.own_size], skip_special_tokens=False)

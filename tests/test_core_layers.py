@@ -18,8 +18,8 @@ TINY = GPTConfig(d_model=32, n_layer=2, n_head=2, d_ff=88, context=16, vocab_siz
 # What the core may import: torch and the standard library's basics, and the core's own modules. config.py and
 # data.py also refuse what a person typed or gave with a sentence (errors), as every user-facing check does.
 CORE_IMPORTS = {
-    "model.py": {"__future__", "math", "collections.abc", "contextlib", "torch", "torch.nn", "torch.nn.functional",
-                 ".config"},
+    "model.py": {"__future__", "math", "torch", "torch.nn", "torch.nn.functional", ".config", ".hooks"},
+    "hooks.py": {"__future__", "collections.abc", "contextlib", "torch", "torch.nn"},
     "config.py": {"__future__", "math", "dataclasses", "functools", "typing", ".errors"},
     "data.py": {"__future__", "collections", "dataclasses", "typing", "torch", ".errors", ".tokenizer"},
     "step.py": {"__future__", "math", "collections.abc", "torch", ".config", ".data", ".model"},

@@ -82,33 +82,38 @@ def test_every_source_line_is_the_line_in_the_file(shipped, cap):
     for stage in tr.stages:
         for source in stage.sources:
             lines = (ROOT / source.path).read_text().splitlines()
-            assert interp.MARKER.sub("", lines[source.line - 1]).strip() == source.text, source
+            assert lines[source.line - 1].strip() == source.text, source
 
 
-def marked_lines(path: Path) -> set[tuple[str, int]]:
-    """(file, line) of every line a `# trace:` comment names: its own, or the next when the comment stands alone."""
-    lines = path.read_text().splitlines()
-    return {(path.relative_to(ROOT).as_posix(), n + 1 + (not interp.MARKER.sub("", text).strip()))
-            for n, text in enumerate(lines) if interp.MARKER.search(text)}
+def test_every_entry_of_the_stage_table_finds_its_one_line():
+    """Editing the model, the tokenizers or sampling so that a stage's line changes fails here, by its name."""
+    for step, entries in interp.STAGE_LINES.items():
+        for function, snippet in entries:
+            try:
+                interp.code_line(function, snippet)
+            except LookupError as error:
+                pytest.fail(f"Trace's stage {step!r}: {error}")
+    for kind, snippet in interp.ENCODE_LINES.items():
+        assert snippet in interp.code_line(kind.encode, snippet).text
 
 
-def test_every_stage_of_every_model_variant_shows_a_marked_line_and_every_marked_line_is_shown():
-    """Each stage finds its line by the `# trace: <name>` comment on it (exactly one per function, or the trace
-    raises), whatever the model's norm, its placement, its positions, its FFN and its QK-norm; no marker is left
-    unused."""
-    shown = set()
+def test_every_stage_of_every_model_variant_shows_its_lines_and_every_entry_of_the_table_is_shown():
+    """Whatever the model's norm, its placement, its positions, its FFN and its QK-norm, each stage shows the lines
+    its entry names; no entry is left unused."""
+    shown, steps = set(), set()
     for norm, placement, position, ffn in itertools.product(("rms", "layer"), ("pre", "post"),
                                                             ("rope", "learned", "none"), ("swiglu", "gelu")):
         cfg = GPTConfig(vocab_size=8, d_model=16, n_layer=1, n_head=2, d_ff=32, context=8, norm=norm,
                         norm_placement=placement, position=position, ffn=ffn, qk_norm=position == "none")
         tr = interp.trace(GPT(cfg).eval(), torch.arange(6), 3, tokenizer=CharTokenizer.from_text("abcdefgh"))
         shown |= {(s.path, s.line) for stage in tr.stages for s in stage.sources}
-    for tokenizer in (BPETokenizer, HFTokenizer):  # (a trace shows its encode line when the text was cut by it)
-        encode = interp.source_line(tokenizer.encode, "token")
-        shown.add((encode.path, encode.line))
-    marked_files = {"gptcore/model.py", "gptcore/tokenizer.py"}  # the sampling lines come from gptcore.inspector
-    assert {s for s in shown if s[0] in marked_files} == (marked_lines(ROOT / "gptcore" / "model.py")
-                                                          | marked_lines(ROOT / "gptcore" / "tokenizer.py"))
+        steps |= {stage.step for stage in tr.stages}
+        for stage in tr.stages:
+            if stage.step in interp.STAGE_LINES:
+                assert all(line in stage.sources for line in interp.stage_lines(stage.step)), stage.key
+    listed = {(s.path, s.line) for step in interp.STAGE_LINES for s in interp.stage_lines(step)}
+    assert listed <= shown
+    assert set(interp.STAGE_LINES) - {"rmsnorm", "qk_norm"} <= steps  # (those two are parts of other stages)
 
 
 def test_the_sampling_stage_shows_the_lines_that_computed_it_and_attention_names_its_fused_path(shipped, cap):
@@ -192,14 +197,13 @@ def test_an_ablated_heads_output_is_zero_at_its_hook(shipped, cap):
     edits = interp.ablation_edits(model, cap, [["L1H2"]], "zero")
     seen = {}
 
-    def hook(name, act):
-        if name in edits:
-            return edits[name](act)
-        seen[name] = act.clone()
+    def hook(activation, hook):
+        if hook.name in edits:
+            return edits[hook.name](activation)
+        seen[hook.name] = activation.clone()
 
-    names = list(edits) + ["blocks.1.attn.hook_result"]
-    with model.hooks(names, hook), torch.no_grad():
-        model(cap.ids[None])
+    with torch.no_grad():
+        model.run_with_hooks(cap.ids[None], fwd_hooks=[(list(edits) + ["blocks.1.attn.hook_result"], hook)])
     result = seen["blocks.1.attn.hook_result"][0]  # (T, H, d_model)
     assert torch.count_nonzero(result[:, 2]) == 0
     assert torch.count_nonzero(result[:, 1]) > 0  # its neighbours keep working
@@ -366,7 +370,8 @@ def every_side(model, residuals, sides=circuits.SIDES):
 def test_key_side_patching_of_everything_from_its_own_run_restores_that_run_exactly(shipped, cap):
     model = shipped.model
     names = [f"blocks.{layer}.hook_resid_pre" for layer in range(model.cfg.n_layer)]
-    plain, acts = model.run_with_cache(cap.ids[None], names)  # observing the stream keeps the fused attention path
+    # observing the stream keeps the fused attention path
+    plain, acts = model.run_with_cache(cap.ids[None], names_filter=names)
     own = [acts[name][0] for name in names]
     logits = interp.run_hooked(model, cap.ids[None], circuits.side_edits(model, [every_side(model, own, "k")]))
     assert torch.equal(logits, plain)  # recomputing each head's k from the stream is that k, bit for bit

@@ -44,27 +44,27 @@ def test_explicit_attention_path_matches_sdpa(variant):
     m = model(**variant).eval()
     x = torch.randint(74, (2, 128), generator=torch.Generator().manual_seed(1))
     fast, _ = m(x)
-    explicit, patterns = m.run_with_cache(x)
+    explicit, patterns = m.run_with_cache(x, names_filter=lambda name: name.endswith("hook_pattern"))
     assert torch.allclose(fast, explicit, atol=1e-5)
     assert len(patterns) == 4 and patterns["blocks.0.attn.hook_pattern"].shape == (2, 4, 128, 128)
 
 
 def test_attention_patterns_are_causal_distributions():
-    _, patterns = model().run_with_cache(torch.randint(74, (1, 50)))
-    for p in patterns.values():
+    _, cache = model().run_with_cache(torch.randint(74, (1, 50)))
+    for p in (cache["pattern", layer] for layer in range(4)):
         assert torch.allclose(p.sum(-1), torch.ones(1, 4, 50), atol=1e-6)
         assert p.triu(1).abs().max() == 0
 
 
 def test_unknown_hook_name_is_a_clear_error():
     with pytest.raises(KeyError, match="no hook point named blocks.9.attn.hook_pattern"):
-        model().run_with_cache(torch.zeros(1, 3, dtype=torch.long), ["blocks.9.attn.hook_pattern"])
+        model().run_with_cache(torch.zeros(1, 3, dtype=torch.long), names_filter=["blocks.9.attn.hook_pattern"])
 
 
 def test_residual_hooks_capture_the_stream():
     m = model()
     names = [f"blocks.{i}.hook_resid_post" for i in range(4)]
-    _, acts = m.run_with_cache(torch.randint(74, (1, 10)), names)
+    _, acts = m.run_with_cache(torch.randint(74, (1, 10)), names_filter=names)
     assert [acts[n].shape for n in names] == [(1, 10, 128)] * 4
 
 

@@ -91,7 +91,7 @@ def test_qk_norm_gives_every_head_query_and_key_the_rms_of_its_gain():
     with torch.no_grad():
         model.blocks[0].attn.qk_norm[1].weight.fill_(3.0)
     x = torch.randint(20, (2, 16), generator=torch.Generator().manual_seed(0))
-    _, acts = model.run_with_cache(x, ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"])
+    _, acts = model.run_with_cache(x, names_filter=["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"])
     rms = lambda t: t.pow(2).mean(-1).sqrt()  # noqa: E731
     assert torch.allclose(rms(acts["blocks.0.attn.hook_q"]), torch.ones(2, 16, 2), atol=1e-3)
     assert torch.allclose(rms(acts["blocks.0.attn.hook_k"]), torch.full((2, 16, 2), 3.0), atol=1e-3)
@@ -108,7 +108,7 @@ def test_zero_init_zeroes_the_output_matrices_and_draws_every_other_weight_as_be
         else:
             assert torch.equal(a, b), name
     x = torch.randint(20, (1, 8))
-    resid = zeroed.run_with_cache(x, ["blocks.1.hook_resid_post", "hook_embed"])[1]
+    resid = zeroed.run_with_cache(x, names_filter=["blocks.1.hook_resid_post", "hook_embed"])[1]
     assert torch.equal(resid["blocks.1.hook_resid_post"], resid["hook_embed"])  # every block adds nothing yet
 
 
@@ -203,7 +203,7 @@ def test_side_patching_recomputes_q_and_k_after_qk_norm():
         for norm in model.blocks[1].attn.qk_norm:
             norm.weight.uniform_(0.5, 3.0)
     ids = torch.randint(20, (1, 12), generator=torch.Generator().manual_seed(0))
-    plain, acts = model.run_with_cache(ids, ["blocks.1.hook_resid_pre"])
+    plain, acts = model.run_with_cache(ids, names_filter=["blocks.1.hook_resid_pre"])
     own = acts["blocks.1.hook_resid_pre"][0]
     patches = [circuits.SidePatch(1, head, side, own) for head in range(2) for side in circuits.SIDES]
     assert torch.allclose(interp.run_hooked(model, ids, circuits.side_edits(model, [patches])), plain, atol=1e-6)

@@ -16,6 +16,7 @@ from ..config import GPTConfig, TrainConfig, settings, swiglu_hidden
 from ..data import Corpus, get_batch
 from ..errors import InputError, message
 from ..events import EvalEvent, StepEvent
+from ..hooks import HookPoint
 from ..model import GPT
 from ..step import estimate_loss
 from ..texts import builtin_corpus
@@ -173,7 +174,8 @@ def forward_shapes(cfg: GPTConfig, batch: int = 2, T: int = 16, all_blocks: bool
         rows.append({"module": name, "type": type(module).__name__, "output shape": tuple(output.shape),
                      "own parameters": sum(p.numel() for p in module.parameters(recurse=False))})
 
-    handles = [m.register_forward_hook(lambda m, i, out, n=n: record(n, m, out))
+    # a hook point is listed by its hook name (blocks.0.mlp.hook_pre), every other module by its path
+    handles = [m.register_forward_hook(lambda m, i, out, n=m.name if isinstance(m, HookPoint) else n: record(n, m, out))
                for n, m in model.named_modules() if n]
     try:
         model(torch.zeros(batch, T, dtype=torch.long, device="meta"))

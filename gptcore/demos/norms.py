@@ -134,7 +134,7 @@ def block_grad_norms(model: GPT) -> list[float]:
 def residual_norms(model: GPT, idx: torch.Tensor) -> list[float]:
     """Mean L2 norm of the residual stream entering block 0 (the embeddings) and leaving every block."""
     names = ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(len(model.blocks))]
-    _, acts = model.run_with_cache(idx, names)
+    _, acts = model.run_with_cache(idx, names_filter=names)
     return [acts[n].norm(dim=-1).mean().item() for n in names]
 
 

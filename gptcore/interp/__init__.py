@@ -12,7 +12,7 @@
   comes back. gptcore.circuits builds on these: direct against total effects, a head's output split by source
   position, and patching one side (query, key or value) of a head.
 
-Everything is read or changed through the model's hook points (gptcore.model.HookPoint); the model itself is
+Everything is read or changed through the model's hook points (gptcore.hooks.HookPoint); the model itself is
 never special-cased. Pure torch and pandas: no streamlit, no plotly.
 """
 from .ablation import (
@@ -85,26 +85,27 @@ from .patching import (
     suffix_sweep,
 )
 from .trace import (
-    MARKER,
+    ENCODE_LINES,
     SECTIONS,
+    STAGE_LINES,
     SourceLine,
     Stage,
     Trace,
     code_line,
     rebuild_logits,
-    source_line,
+    stage_lines,
     trace,
 )
 
 __all__ = [
-    "ABLATIONS", "MARKER", "PATCHING_PAIRS", "PER_HEAD", "PER_POSITION", "REFERENCE_TEXT", "SECTIONS", "UNBATCHED",
-    "WORD_PATCHING_PAIRS", "Ablation", "Attribution", "Capture", "LensColumn", "LensGrid", "LogitLens", "Patch",
-    "PatchingPair", "PatchingSetup", "Progress", "Readout", "Run", "SourceLine", "Stage", "Trace", "ablate",
-    "ablated_logits", "ablation_edits", "ablation_runs", "ablation_sweep", "as_ids", "capture", "capture_bytes",
-    "check_length", "code_line", "components", "device_of", "ffn_label", "head_label", "lens_column", "lens_grid",
-    "lens_rows", "logit_attribution", "logit_difference", "logit_lens", "parse_component", "patch_heads",
-    "patch_heads_by_position", "patch_residual", "patched_logits", "patching_pairs", "patching_setup",
-    "read_logits", "readable_row", "readout", "rebuild_logits", "reference_means", "residual_rows",
-    "residual_summands", "run_batched", "run_hooked", "runner_up", "source_line", "stream_at", "suffix_sweep",
-    "text_losses", "trace", "traceable_tokens", "unembedding",
+    "ABLATIONS", "ENCODE_LINES", "PATCHING_PAIRS", "PER_HEAD", "PER_POSITION", "REFERENCE_TEXT", "SECTIONS",
+    "STAGE_LINES", "UNBATCHED", "WORD_PATCHING_PAIRS", "Ablation", "Attribution", "Capture", "LensColumn", "LensGrid",
+    "LogitLens", "Patch", "PatchingPair", "PatchingSetup", "Progress", "Readout", "Run", "SourceLine", "Stage",
+    "Trace", "ablate", "ablated_logits", "ablation_edits", "ablation_runs", "ablation_sweep", "as_ids", "capture",
+    "capture_bytes", "check_length", "code_line", "components", "device_of", "ffn_label", "head_label", "lens_column",
+    "lens_grid", "lens_rows", "logit_attribution", "logit_difference", "logit_lens", "parse_component", "patch_heads",
+    "patch_heads_by_position", "patch_residual", "patched_logits", "patching_pairs", "patching_setup", "read_logits",
+    "readable_row", "readout", "rebuild_logits", "reference_means", "residual_rows", "residual_summands",
+    "run_batched", "run_hooked", "runner_up", "stage_lines", "stream_at", "suffix_sweep", "text_losses", "trace",
+    "traceable_tokens", "unembedding",
 ]

@@ -49,11 +49,11 @@ def reference_means(model: GPT, tokenizer: Tokenizer, text: str = REFERENCE_TEXT
     windows of the model's context; characters the model does not know are left out."""
     known = "".join(ch for ch in text if not tokenizer.unknown(ch))
     ids = as_ids(tokenizer.encode(known))
-    names = [f"blocks.{layer}.{hook}" for layer in range(model.cfg.n_layer) for hook in ("attn.hook_z", "hook_ffn_out")]
+    names = [f"blocks.{layer}.{hook}" for layer in range(model.cfg.n_layer) for hook in ("attn.hook_z", "hook_mlp_out")]
     sums, count = {}, 0
     for window in ids.split(model.cfg.context):
         with MODEL_LOCK:
-            _, acts = model.run_with_cache(window[None].to(device_of(model)), names)
+            _, acts = model.run_with_cache(window[None].to(device_of(model)), names_filter=names)
         for name in names:
             sums[name] = sums.get(name, 0) + acts[name][0].double().sum(0).cpu()
         count += len(window)
@@ -110,7 +110,7 @@ def ablation_runs(model: GPT, cap: Capture, batches: list[list[str]], mode: str,
             hook = f"blocks.{layer}.attn.hook_z"
             edits[hook] = partial(_replace_heads, heads=sorted(set(chosen)), fill=_fill(cap, means, mode, hook))
         for layer in ffns:
-            hook = f"blocks.{layer}.hook_ffn_out"
+            hook = f"blocks.{layer}.hook_mlp_out"
             edits[hook] = partial(_replace_all, fill=_fill(cap, means, mode, hook))
         runs.append(Run(min([*heads, *ffns], default=model.cfg.n_layer), edits))
     return runs

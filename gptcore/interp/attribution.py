@@ -82,7 +82,7 @@ def residual_summands(model: GPT, cap: Capture, position: int) -> list[tuple[str
     for layer in range(model.cfg.n_layer):
         result = cap[f"blocks.{layer}.attn.hook_result"][position]
         rows += [(head_label(layer, h), "head", layer, h, result[h]) for h in range(model.cfg.n_head)]
-        rows.append((ffn_label(layer), "FFN", layer, None, cap[f"blocks.{layer}.hook_ffn_out"][position]))
+        rows.append((ffn_label(layer), "FFN", layer, None, cap[f"blocks.{layer}.hook_mlp_out"][position]))
     return rows
 
 

@@ -58,7 +58,7 @@ def capture_bytes(cfg: GPTConfig, T: int) -> int:
     H, D = cfg.n_head, cfg.d_head
     per_head = (6 if cfg.position == "rope" else 4) * D + cfg.d_model  # q k v (rot_q rot_k) z, result after W_O
     attention = H * per_head + 2 * H * T  # … and this query's scores and weights over every key
-    ffn = (4 if cfg.ffn == "swiglu" else 3) * cfg.d_ff  # pre, act, (gate,) hidden
+    ffn = (4 if cfg.ffn == "swiglu" else 3) * cfg.d_ff  # pre, act, (pre_linear,) post
     block = 7 * cfg.d_model + attention + ffn  # resid pre/mid/post, both norms' outputs, attn_out, ffn_out
     outside = (3 if cfg.position == "learned" else 2) * cfg.d_model + cfg.vocab_size  # embed, (pos,) ln_f, logits
     return 4 * T * (cfg.n_layer * block + outside)
@@ -79,7 +79,7 @@ def capture(model: GPT, ids) -> Capture:
     ids = as_ids(ids)
     check_length(model, ids)
     with MODEL_LOCK:  # hooks live on the (possibly shared) model object: one hooked pass at a time
-        logits, acts = model.run_with_cache(ids[None].to(device_of(model)), list(model.hook_points()))
+        logits, acts = model.run_with_cache(ids[None].to(device_of(model)))
     return Capture(ids, logits[0].cpu(), {name: (a if name in UNBATCHED else a[0]).cpu() for name, a in acts.items()})
 
 
@@ -93,8 +93,11 @@ def run_hooked(model: GPT, ids: torch.Tensor, edits: dict[str, Edit]) -> torch.T
 
     The edits see CPU tensors, like the Capture they copy from, whatever device the model runs on.
     """
-    with MODEL_LOCK, model.hooks(list(edits), lambda name, act: edits[name](act.cpu()).to(act.device)):
-        logits, _ = model(ids.to(device_of(model)))
+    def edit(activation, hook):
+        return edits[hook.name](activation.cpu()).to(activation.device)
+
+    with MODEL_LOCK:
+        logits, _ = model.run_with_hooks(ids.to(device_of(model)), fwd_hooks=[(name, edit) for name in edits])
     return logits.cpu()
 
 
@@ -128,7 +131,7 @@ def _hooked_blocks(model: GPT, wave: list[Run], start: int) -> list[str]:
     names = {name for run in wave for name in run.edits}
     if start:  # SDPA's is_causal lines its mask up top-left when the queries are fewer than the keys; observing the
         # scores makes each block write its attention out, with the mask lined up at the last key as it must be
-        names |= {f"blocks.{i}.attn.hook_scores" for i in range(wave[0].layer, model.cfg.n_layer)}
+        names |= {f"blocks.{i}.attn.hook_attn_scores" for i in range(wave[0].layer, model.cfg.n_layer)}
     return sorted(names)
 
 
@@ -150,17 +153,17 @@ def _run_wave(model: GPT, base: Callable[[int], torch.Tensor], wave: list[Run], 
         new = torch.stack([base(run.layer) if run.stream is None else run.stream for run in runs]).to(device)
         x = new if x is None else torch.cat([x, new])
 
-    def hook(name: str, act: torch.Tensor):
-        if name not in edits:
+    def apply_edits(activation: torch.Tensor, hook) -> torch.Tensor | None:
+        if hook.name not in edits:
             return None
-        act = act.clone()
-        for row, edit in edits[name]:
-            act[row] = edit(act[row])
-        return act
+        activation = activation.clone()
+        for row, edit in edits[hook.name]:
+            activation[row] = edit(activation[row])
+        return activation
 
     T = (wave[0].stream if wave[0].stream is not None else base(wave[0].layer)).shape[0]
     rope = model._rope(start, T)
-    with MODEL_LOCK, model.hooks(_hooked_blocks(model, wave, start), hook):
+    with MODEL_LOCK, model.hooks([(_hooked_blocks(model, wave, start), apply_edits)]):
         for layer in range(wave[0].layer, n_layer):
             if entering := [run for run in wave if run.layer == layer]:
                 enter(entering)

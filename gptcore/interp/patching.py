@@ -101,8 +101,8 @@ def logit_difference(logits: torch.Tensor, good: int, bad: int, position: int = 
 # hook points laid out (B, T, H, …) and (B, T, …): the ones a patch may cut by head and by position
 PER_HEAD = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z", "hook_result")
 PER_POSITION = PER_HEAD + ("hook_embed", "hook_pos_embed", "hook_ln_f_out", "hook_resid_pre", "hook_resid_mid",
-                           "hook_resid_post", "hook_ln1_out", "hook_ln2_out", "hook_attn_out", "hook_ffn_out",
-                           "hook_pre", "hook_act", "hook_gate", "hook_hidden")
+                           "hook_resid_post", "hook_ln1_out", "hook_ln2_out", "hook_attn_out", "hook_mlp_out",
+                           "hook_pre", "hook_act", "hook_pre_linear", "hook_post")
 
 
 def _patch_edits(model: GPT, clean: Capture, rows: list[list[Patch]]) -> dict:

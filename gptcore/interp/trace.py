@@ -6,7 +6,7 @@ gptcore source line that computed it and keys naming its kind of step (a page wo
 from __future__ import annotations
 
 import inspect
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -16,8 +16,8 @@ import torch
 from ..errors import InputError
 from ..generate import sample_next
 from ..inspector import sampling_distribution
-from ..model import GPT, Attention, Block, FeedForward, RMSNorm, RMSNormFunction, apply_rope
-from ..tokenizer import Tokenizer
+from ..model import GPT, Attention, Block, FeedForward, RMSNorm, apply_rope
+from ..tokenizer import BPETokenizer, CharTokenizer, HFTokenizer, Tokenizer
 from .capture import Capture, as_ids, capture, device_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -36,48 +36,71 @@ class SourceLine:
         return f"{self.path}:{self.line}"
 
 
-MARKER = re.compile(r"#\s*trace:\s*([\w, ]+?)\s*$")  # "# trace: ln_f, logits", ending a line or alone above it
-
-
-def _marked(text: str) -> list[str]:
-    """The names a line's `# trace:` comment gives (none when it has none)."""
-    found = MARKER.search(text)
-    return [name.strip() for name in found.group(1).split(",")] if found else []
-
-
-def _code(text: str) -> str:
-    return MARKER.sub("", text).strip()
-
-
 def _source_at(function, lines: list[str], start: int, offset: int) -> SourceLine:
     path = Path(inspect.getsourcefile(function)).resolve()
     shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
-    return SourceLine(shown.as_posix(), start + offset, _code(lines[offset]))
+    return SourceLine(shown.as_posix(), start + offset, lines[offset].strip())
 
 
 @cache
 def code_line(function, snippet: str) -> SourceLine:
-    """The one line of function's source containing `snippet`: for code outside the model, which has no markers."""
+    """The one line of function's source containing `snippet`, with its file and line number.
+
+    Looked up with inspect at run time, so the line shown is always the line that runs; a snippet on no line or on
+    two is a bug here (the code was edited without its entry in STAGE_LINES), caught by the tests."""
     lines, start = inspect.getsourcelines(function)
-    found = [offset for offset, text in enumerate(lines) if snippet in _code(text)]
+    found = [offset for offset, text in enumerate(lines) if snippet in text]
     if len(found) != 1:
         raise LookupError(f"{function.__qualname__} has {len(found)} lines containing {snippet!r}, not one")
     return _source_at(function, lines, start, found[0])
 
 
-@cache
-def source_line(function, name: str) -> SourceLine:
-    """The line of function's source that computes the stage `name`, with its file and line number.
+# Each step of a trace and where it is computed: (function, a piece of the one line of it that computes the step),
+# in the order a token meets them. tests/test_interp.py checks that every entry still finds its one line.
+STAGE_LINES: dict[str, list[tuple[Callable, str]]] = {
+    "embed": [(GPT.forward, "x = self.hook_embed(self.emb(idx))")],
+    "pos_embed": [(GPT.forward, "self.hook_pos_embed(self.pos_emb(")],
+    "ln1": [(Block.forward, "attn_out = self.hook_attn_out(")],
+    "rmsnorm": [(RMSNorm.forward, "torch.rsqrt(")],  # inside every RMSNorm's stage
+    "qkv": [(Attention.project, "qkv = self.qkv(x)")],
+    "qk_norm": [(Attention.project, "for norm, t in zip(self.qk_norm")],
+    "rope": [(Attention.forward, "apply_rope(qk,"), (apply_rope, "pairs * torch.complex(cos, sin)")],
+    "scores": [(Attention._explicit, "scores = (q @ k.transpose(-2, -1))"),
+               (Attention._explicit, "scores.masked_fill(")],
+    "pattern": [(Attention._explicit, ".softmax(-1)) @ v")],
+    "z": [(Attention._explicit, ".softmax(-1)) @ v")],
+    "result": [(Attention._per_head, "torch.einsum("), (Attention.forward, "return self.proj(")],
+    "resid_mid": [(Block.forward, "x = self.hook_resid_mid(x + attn_out)")],
+    "resid_mid_norm": [(Block.forward, "self.ln1(x + self.hook_attn_out(")],
+    "ln2": [(Block.forward, "ffn_out = self.hook_mlp_out(")],
+    "ffn_pre": [(FeedForward.forward, "self.act(self.hook_pre(self.w1(x)))")],
+    "ffn_act": [(FeedForward.forward, "self.act(self.hook_pre(self.w1(x)))")],
+    "ffn_gate": [(FeedForward.forward, "self.hook_pre_linear(self.w3(x))")],
+    "ffn_hidden": [(FeedForward.forward, "self.hook_pre_linear(self.w3(x))")],
+    "ffn_out": [(FeedForward.forward, "return self.w2(")],
+    "resid_post": [(Block.forward, "return self.hook_resid_post(x + ffn_out)")],
+    "resid_post_norm": [(Block.forward, "self.ln2(x + self.hook_mlp_out(")],
+    "ln_f": [(GPT.forward, "self.head(self.hook_ln_f_out(")],
+    "logits": [(GPT.forward, "self.head(self.hook_ln_f_out(")],
+    "probs": [(sampling_distribution, "scaled = logits / temperature"),  # computed as generation computes it
+              (sampling_distribution, "scaled.masked_fill("), (sampling_distribution, "scaled.softmax(-1)")],
+    "next": [(sample_next, "scaled = logits / temperature"), (sample_next, "torch.multinomial("),
+             (sample_next, "logits.argmax(-1, keepdim=True)")],  # how generation picks it
+}
+# the line computing attention when nothing observes its scores: the fused kernel a traced pass cannot use
+FUSED_ATTENTION = (Attention.forward, "F.scaled_dot_product_attention(")
+# the line that turns text into ids, for each tokenizer
+ENCODE_LINES: dict[type, str] = {CharTokenizer: "self.stoi[c] for c in text", BPETokenizer: "self.hf.encode(text",
+                                 HFTokenizer: "self.hf.encode(text"}
 
-    The line says so with a comment, `# trace: <name>` at its end or alone on the line above it, so editing the code
-    around it never moves what a page shows. Looked up with inspect at run time, so the line shown is always the
-    line that runs; a name missing or given twice is a bug here (the model was edited), caught by the tests.
-    """
-    lines, start = inspect.getsourcelines(function)
-    found = [offset + (not _code(text)) for offset, text in enumerate(lines) if name in _marked(text)]
-    if len(found) != 1:
-        raise LookupError(f"{function.__qualname__} has {len(found)} lines marked '# trace: {name}', not one")
-    return _source_at(function, lines, start, found[0])
+
+def stage_lines(step: str) -> list[SourceLine]:
+    return [code_line(function, snippet) for function, snippet in STAGE_LINES[step]]
+
+
+def encode_lines(tokenizer: Tokenizer | None) -> list[SourceLine]:
+    """The tokenizer's encoding line (none for a tokenizer of another kind, or none given)."""
+    return [code_line(kind.encode, snippet) for kind, snippet in ENCODE_LINES.items() if isinstance(tokenizer, kind)]
 
 
 # --- the trace ----------------------------------------------------------------------------------------------------
@@ -133,7 +156,7 @@ def _norm_stage(norm, x: torch.Tensor, out: torch.Tensor, key: str, step: str, s
     if isinstance(norm, RMSNorm):
         parts["mean"] = torch.zeros(())
         parts["scale"] = x.square().mean().add(norm.eps).sqrt()
-        sources = [*sources, source_line(RMSNormFunction.forward, "norm")]
+        sources = [*sources, *stage_lines("rmsnorm")]
         description = description or "norm"
     else:
         parts["mean"] = x.mean()
@@ -169,73 +192,63 @@ def _block_stages(model: GPT, cap: Capture, layer: int, pos: int) -> list[Stage]
         return Stage(f"L{layer}.{step}", step, section, kind, value, description, sources, layer, hook, parts,
                      unobserved)
 
-    def fwd(marker):
-        return [source_line(Block.forward, marker)]
-
-    def norm(step, module, x, hook, section, marker, description=None):
-        return _norm_stage(module, x, a[hook][pos], f"L{layer}.{step}", step, section, hook, fwd(marker), layer,
+    def norm(step, module, x, hook, section, description=None):
+        return _norm_stage(module, x, a[hook][pos], f"L{layer}.{step}", step, section, hook, stage_lines(step), layer,
                            description)
 
     stages = []
     resid = a[p + "hook_resid_pre"][pos]
     if pre:
-        stages.append(norm("ln1", block.ln1, resid, p + "hook_ln1_out", "attention", "ln1"))
-    qkv_lines = [source_line(Attention.project, "qkv")]
-    if cfg.qk_norm:
-        qkv_lines.append(source_line(Attention.project, "qk_norm"))
+        stages.append(norm("ln1", block.ln1, resid, p + "hook_ln1_out", "attention"))
+    qkv_lines = stage_lines("qkv") + (stage_lines("qk_norm") if cfg.qk_norm else [])
     grouped = _kv_groups(cfg)  # which key/value head each query head reads, when they are shared
     description = ("qkv_norm" if cfg.qk_norm else "qkv") + ("_gqa" if grouped else "")
     stages.append(stage("qkv", "attention", "qkv", p + "attn.hook_q", a[p + "attn.hook_q"][pos], description,
                         qkv_lines, k=a[p + "attn.hook_k"][pos], v=a[p + "attn.hook_v"][pos], **grouped))
     if cfg.position == "rope":
         stages.append(stage("rope", "attention", "rope", p + "attn.hook_rot_q", a[p + "attn.hook_rot_q"][pos], "rope",
-                            [source_line(Attention.forward, "rope"),
-                             source_line(apply_rope, "rotate")],
+                            stage_lines("rope"),
                             q=a[p + "attn.hook_q"][pos], k=a[p + "attn.hook_k"][pos],
                             rot_k=a[p + "attn.hook_rot_k"][pos], **grouped))
-    stages.append(stage("scores", "attention", "scores", p + "attn.hook_scores",
-                        a[p + "attn.hook_scores"][:, pos, keys], "scores",
-                        [source_line(Attention._explicit, "scores"),
-                         source_line(Attention._explicit, "mask")], **grouped))
+    stages.append(stage("scores", "attention", "scores", p + "attn.hook_attn_scores",
+                        a[p + "attn.hook_attn_scores"][:, pos, keys], "scores",
+                        stage_lines("scores"), **grouped))
     stages.append(stage("pattern", "attention", "pattern", p + "attn.hook_pattern",
                         a[p + "attn.hook_pattern"][:, pos, keys], "pattern",
-                        [source_line(Attention._explicit, "pattern")], **grouped))
+                        stage_lines("pattern"), **grouped))
     stages.append(stage("z", "attention", "heads", p + "attn.hook_z", a[p + "attn.hook_z"][pos], "z",
-                        [source_line(Attention._explicit, "pattern")],
-                        code_line(Attention.forward, "F.scaled_dot_product_attention("),
+                        stage_lines("z"), code_line(*FUSED_ATTENTION),
                         v=a[p + "attn.hook_v"][keys], pattern=a[p + "attn.hook_pattern"][:, pos, keys]))
     stages.append(stage("result", "attention", "result", p + "attn.hook_result", a[p + "attn.hook_result"][pos],
-                        "result", [source_line(Attention._per_head, "per_head"),
-                                   source_line(Attention.forward, "proj")],
+                        "result", stage_lines("result"),
                         total=a[p + "hook_attn_out"][pos]))
     if pre:
         stages.append(stage("resid_mid", "attention", "residual", p + "hook_resid_mid", a[p + "hook_resid_mid"][pos],
-                            "resid_attn", fwd("resid_mid"), before=resid, added=a[p + "hook_attn_out"][pos]))
+                            "resid_attn", stage_lines("resid_mid"), before=resid, added=a[p + "hook_attn_out"][pos]))
         mid = a[p + "hook_resid_mid"][pos]
-        stages.append(norm("ln2", block.ln2, mid, p + "hook_ln2_out", "ffn", "ln2"))
+        stages.append(norm("ln2", block.ln2, mid, p + "hook_ln2_out", "ffn"))
     else:  # post-norm: the sum itself is normed, and that is the stream
         stages.append(norm("resid_mid_norm", block.ln1, resid + a[p + "hook_attn_out"][pos], p + "hook_resid_mid",
-                           "attention", "resid_mid_norm", "resid_attn_post"))
+                           "attention", "resid_attn_post"))
         mid = a[p + "hook_resid_mid"][pos]
-    f = FeedForward.forward
-    stages.append(stage("ffn_pre", "ffn", "vector", p + "ffn.hook_pre", a[p + "ffn.hook_pre"][pos], "ffn_pre",
-                        [source_line(f, "ffn_pre")]))
-    stages.append(stage("ffn_act", "ffn", "activation", p + "ffn.hook_act", a[p + "ffn.hook_act"][pos],
-                        f"ffn_act_{cfg.ffn}", [source_line(f, "ffn_act")], input=a[p + "ffn.hook_pre"][pos]))
+    stages.append(stage("ffn_pre", "ffn", "vector", p + "mlp.hook_pre", a[p + "mlp.hook_pre"][pos], "ffn_pre",
+                        stage_lines("ffn_pre")))
+    stages.append(stage("ffn_act", "ffn", "activation", p + "mlp.hook_act", a[p + "mlp.hook_act"][pos],
+                        f"ffn_act_{cfg.ffn}", stage_lines("ffn_act"), input=a[p + "mlp.hook_pre"][pos]))
     if cfg.ffn == "swiglu":
-        stages.append(stage("ffn_gate", "ffn", "vector", p + "ffn.hook_gate", a[p + "ffn.hook_gate"][pos],
-                            "ffn_gate", [source_line(f, "ffn_gate")]))
-        stages.append(stage("ffn_hidden", "ffn", "product", p + "ffn.hook_hidden", a[p + "ffn.hook_hidden"][pos],
-                            "ffn_hidden", [source_line(f, "ffn_hidden")],
-                            act=a[p + "ffn.hook_act"][pos], gate=a[p + "ffn.hook_gate"][pos]))
-    stages.append(stage("ffn_out", "ffn", "vector", p + "hook_ffn_out", a[p + "hook_ffn_out"][pos], "ffn_out",
-                        [source_line(f, "ffn_out")]))
+        stages.append(stage("ffn_gate", "ffn", "vector", p + "mlp.hook_pre_linear", a[p + "mlp.hook_pre_linear"][pos],
+                            "ffn_gate", stage_lines("ffn_gate")))
+        stages.append(stage("ffn_hidden", "ffn", "product", p + "mlp.hook_post", a[p + "mlp.hook_post"][pos],
+                            "ffn_hidden", stage_lines("ffn_hidden"),
+                            act=a[p + "mlp.hook_act"][pos], gate=a[p + "mlp.hook_pre_linear"][pos]))
+    stages.append(stage("ffn_out", "ffn", "vector", p + "hook_mlp_out", a[p + "hook_mlp_out"][pos], "ffn_out",
+                        stage_lines("ffn_out")))
     if pre:
         stages.append(stage("resid_post", "ffn", "residual", p + "hook_resid_post", a[p + "hook_resid_post"][pos],
-                            "resid_ffn", fwd("resid_post"), before=mid, added=a[p + "hook_ffn_out"][pos]))
+                            "resid_ffn", stage_lines("resid_post"), before=mid, added=a[p + "hook_mlp_out"][pos]))
     else:
-        stages.append(norm("resid_post_norm", block.ln2, mid + a[p + "hook_ffn_out"][pos], p + "hook_resid_post",
-                           "ffn", "resid_post_norm", "resid_ffn_post"))
+        stages.append(norm("resid_post_norm", block.ln2, mid + a[p + "hook_mlp_out"][pos], p + "hook_resid_post",
+                           "ffn", "resid_ffn_post"))
     return stages
 
 
@@ -251,38 +264,29 @@ def trace(model: GPT, ids, position: int, cap: Capture | None = None, tokenizer:
                          last=len(ids) - 1, position=position)
     cap = capture(model, ids) if cap is None else cap
     a, cfg, pos = cap.acts, model.cfg, position
-    fwd = GPT.forward
-    encode = type(tokenizer).encode if tokenizer is not None else None
-    token_source = [source_line(encode, "token")] if encode is not None and encode is not Tokenizer.encode else []
     stages = [
-        Stage("token", "token", "input", "token", ids[pos], "token", token_source),
-        Stage("embed", "embed", "input", "vector", a["hook_embed"][pos], "embed", [source_line(fwd, "embed")],
+        Stage("token", "token", "input", "token", ids[pos], "token", encode_lines(tokenizer)),
+        Stage("embed", "embed", "input", "vector", a["hook_embed"][pos], "embed", stage_lines("embed"),
               hook="hook_embed"),
     ]
     if cfg.position == "learned":
         stages.append(Stage("pos_embed", "pos_embed", "input", "residual", a["blocks.0.hook_resid_pre"][pos],
-                            "pos_embed", [source_line(fwd, "pos_embed")], hook="hook_pos_embed",
+                            "pos_embed", stage_lines("pos_embed"), hook="hook_pos_embed",
                             parts={"before": a["hook_embed"][pos], "added": a["hook_pos_embed"][pos]}))
     for layer in range(cfg.n_layer):
         stages += _block_stages(model, cap, layer, pos)
     if cfg.norm_placement == "pre":
         final = a[f"blocks.{cfg.n_layer - 1}.hook_resid_post"][pos]
         stages.append(_norm_stage(model.ln_f, final, a["hook_ln_f_out"][pos], "ln_f", "ln_f", "output",
-                                  "hook_ln_f_out", [source_line(fwd, "ln_f")],
+                                  "hook_ln_f_out", stage_lines("ln_f"),
                                   description="final_norm" if isinstance(model.ln_f, RMSNorm) else "layernorm"))
     logits = cap.logits[pos]
     probs = sampling_distribution(logits, temperature, top_k)
     stages += [
         Stage("logits", "logits", "output", "logits", logits, "logits_tied" if cfg.tie_embeddings else "logits",
-              [source_line(fwd, "logits")]),
-        Stage("probs", "probs", "output", "probs", probs, "probs",  # computed as generation computes it
-              [code_line(sampling_distribution, "scaled = logits / temperature"),
-               code_line(sampling_distribution, "scaled.masked_fill("),
-               code_line(sampling_distribution, "scaled.softmax(-1)")]),
-        Stage("next", "next", "output", "next", probs.argmax(), "next",
-              [source_line(sample_next, "temperature"), source_line(sample_next, "sample"),
-               source_line(sample_next, "argmax")],  # how generation picks it
-              parts={"probs": probs}),
+              stage_lines("logits")),
+        Stage("probs", "probs", "output", "probs", probs, "probs", stage_lines("probs")),
+        Stage("next", "next", "output", "next", probs.argmax(), "next", stage_lines("next"), parts={"probs": probs}),
     ]
     return Trace(ids, pos, [_owned(stage) for stage in stages], logits.clone(), probs)
 
