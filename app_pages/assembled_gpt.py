@@ -8,7 +8,7 @@ from explorer.demo_plots import diagram_figure, merge_layout_figure, shares_figu
 from explorer.i18n import say, t
 from explorer.links import linked
 from explorer.real_model import PERCENT, check_mark, converted_counts, models_table, real_model_panel
-from explorer.tables import column_name, shown_table
+from explorer.tables import column_name, pinned, shown_table
 from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import CHOICES, ConfigError, GPTConfig
 from gptcore.demos import anatomy
@@ -94,9 +94,10 @@ if cfg is not None:
         st.caption(t("assembled_gpt.params.matches"))
     else:
         st.error(t("assembled_gpt.params.disagrees"))
-    st.dataframe(shown_table(parts, "assembled_gpt", {"parameters": "{:,}", "counted in GPT": "{:,}"}),
-                 hide_index=True, key="gpt-params",
-                 column_config={column_name("assembled_gpt", "formula"): st.column_config.TextColumn(width="large")})
+    # the numbers beside the part's name, the formula last: on a projector the formulas scroll under the pinned name
+    numbers_first = parts[["part", "parameters", "counted in GPT", "per block", "formula"]]
+    st.dataframe(shown_table(numbers_first, "assembled_gpt", {"parameters": "{:,}", "counted in GPT": "{:,}"}),
+                 hide_index=True, key="gpt-params", column_config=pinned("assembled_gpt", "part"))
     show_chart(shares_figure(anatomy.parameter_shares(parts, cfg.n_layer), total), key="gpt-shares")
     if cfg == TUTORIAL:
         st.markdown(t("assembled_gpt.params.tutorial"))

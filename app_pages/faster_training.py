@@ -8,7 +8,7 @@ from explorer.jobs import JobRefused
 from explorer.links import linked
 from explorer.races import race_header, race_title, run_states, start_race
 from explorer.speedrun_plots import AXES, ladder_figure, race_figure
-from explorer.tables import shown_table
+from explorer.tables import pinned, shown_table
 from explorer.ui import job_registry, show_chart, show_source
 from gptcore.demos import speedrun
 from gptcore.ladder import LADDER, LADDER_CURVES, RUNGS, predecessor
@@ -51,7 +51,7 @@ table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map
     lambda kept: t(f"faster_training.adopted.{kept}")), **{"builds on": table["builds on"].map(kept_number)},
     **{column: table[column].map(lambda v, f=f: "—" if pd.isna(v) else f.format(v)) for column, f in formats.items()})
 st.dataframe(shown_table(table, "faster_training"), hide_index=True, key="ladder-table",
-             column_config={t("faster_training.columns.rung"): st.column_config.TextColumn(pinned=True)},
+             column_config=pinned("faster_training", "rung"),
              height=35 * (len(table) + 1) + 3)  # every rung in view (35 px a row), no inner scrolling
 ratios = measured.set_index("rung")["× tutorial"]
 st.markdown(t("faster_training.ladder.result", fast=ratios["muon"], speedrun=ratios[LADDER[-1].key]))

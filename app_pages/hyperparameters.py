@@ -7,7 +7,7 @@ from explorer.links import from_url, linked
 from explorer.real_model import PERCENT, check_mark, real_model_panel, side_by_side_table
 from explorer.shipped import shipped_or_notice, shipped_version
 from explorer.tables import column_name, shown_table
-from explorer.ui import quiz, show_chart, show_source
+from explorer.ui import quiz, show_chart, show_source, wrapping_columns
 from gptcore.demos import hyperparams as hp
 from gptcore.demos import real_models as rm
 from gptcore.demos.anatomy import ModelShape
@@ -109,7 +109,7 @@ if shape.d_model % shape.n_head:
 else:
     params = hp.total_parameters(shape)
     flops = hp.flops_per_token(shape)
-    m1, m2, m3, m4 = st.columns(4)
+    m1, m2, m3, m4 = wrapping_columns(4, 12, key="hp-metrics")  # (two by two on a projector: no "107.8" over "GB")
     m1.metric(t("hyperparameters.costs.parameters"), hp.human_count(params), help=f"{params:,}")
     m2.metric(t("hyperparameters.costs.training_flops"), hp.human_count(flops["training total"]),
               help=f"{flops['training total']:,}")

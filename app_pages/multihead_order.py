@@ -5,7 +5,7 @@ from explorer.i18n import say, scoped
 from explorer.links import linked
 from explorer.real_model import models_table, real_model_panel
 from explorer.shipped import shipped_or_notice
-from explorer.tables import shown_table
+from explorer.tables import pinned, shown_table
 from explorer.ui import ACTIVE_CHECKPOINT, show_chart, show_source
 from gptcore import inspector as ins
 from gptcore.config import GPTConfig
@@ -84,7 +84,8 @@ if shipped is not None:
         scores = ["previous_token", "word_start", "first_token", "induction", "mean reach", "entropy"]
         table = shown_table(profiles.drop(columns=["layer", "head_index"]), PAGE,
                             formats=dict.fromkeys(scores, lambda v: "—" if v != v else f"{v:.2f}"))
-        st.dataframe(table, hide_index=True, height=35 * (len(profiles) + 1) + 3, key="mh-trained-scores")
+        st.dataframe(table, hide_index=True, height=35 * (len(profiles) + 1) + 3, key="mh-trained-scores",
+                     column_config=pinned(PAGE, "head"))
         st.caption(tr("trained.scores", clear=ins.CLEAR_SCORE))
 
         def open_in_inspect():

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from explorer.i18n import t
-from explorer.tables import shown_table
+from explorer.tables import pinned, shown_table
 from explorer.ui import show_source
 from gptcore.config import GPTConfig
 from gptcore.demos import recap
@@ -19,7 +19,7 @@ right.page_link("app_pages/training.py", label=t("recap.three.train"), icon="▶
 st.header(t("recap.bridge.header"))
 st.markdown(t("recap.bridge.text"))
 st.dataframe(shown_table(recap.scale_table(GPTConfig()), "recap", {"parameters": "{:,}", "× this model": "{:,.0f}"}),
-             hide_index=True, key="recap-scale")
+             hide_index=True, key="recap-scale", column_config=pinned("recap", "model"))
 st.markdown(t("recap.bridge.at_scale"))
 show_source(recap.scale_table)
 

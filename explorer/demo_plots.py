@@ -10,6 +10,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .i18n import say, t
+from .ui import TITLE_ROOM, broken_lines
 
 
 def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: float | None = 0.0,
@@ -35,7 +36,9 @@ def weights_heatmap(z, x_labels=None, y_labels=None, title: str = "", zmin: floa
 def heatmap_row(panels: dict, zmin: float, zmax: float, colorscale: str, fmt: str, x_title: str, y_title: str,
                 hover: str, height: int) -> go.Figure:
     """Several matrices side by side on one colour scale, values printed in the cells."""
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.06)
+    # one row of query labels, on the left: between the panels they would crowd the cells of the one before
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.03,
+                        shared_yaxes=True)
     for i, z in enumerate(panels.values()):
         z = z.detach().numpy() if isinstance(z, torch.Tensor) else z
         fig.add_heatmap(z=z, zmin=zmin, zmax=zmax, colorscale=colorscale, showscale=i == 0, row=1, col=i + 1,
@@ -232,6 +235,9 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
 
 # --- Multi-head page --------------------------------------------------------------------------------------
 
+X_LABELS = 48  # the most key labels a mosaic's width names: about what a projector's page holds at 12 px
+
+
 def head_grid(patterns, labels: list[str], titles: list[str], x_title: str, y_title: str, columns: int = 2,
               hover: str = "%{y} → %{x}: %{z:.3f}<extra></extra>") -> go.Figure:
     """Attention patterns (H, T, T) of one layer as one mosaic, `columns` heads to a row, characters on both axes.
@@ -250,12 +256,17 @@ def head_grid(patterns, labels: list[str], titles: list[str], x_title: str, y_ti
         z[top:top + T, left:left + T] = pattern
     fig = go.Figure(go.Heatmap(z=z, x=mosaic_names(labels, columns, gap), y=mosaic_names(labels, rows, gap), zmin=0,
                                zmax=1, colorscale="Blues", hoverongaps=False, hovertemplate=hover))
-    for h, title in enumerate(titles):  # each head's title over its block (positions on a category axis: indices)
-        fig.add_annotation(x=h % columns * (T + gap) + (T - 1) / 2, y=h // columns * (T + gap) - 0.5, text=title,
+    for h, title in enumerate(titles):  # each head's title over its block (positions on a category axis: indices),
+        # in lines as wide as its block on a projector, so that two titles side by side never run into each other
+        fig.add_annotation(x=h % columns * (T + gap) + (T - 1) / 2, y=h // columns * (T + gap) - 0.5,
+                           text=broken_lines(title, TITLE_ROOM / columns - 80, 12), font=dict(size=12),
                            showarrow=False, yanchor="bottom", yshift=4)
     # no grid: it would run through the gaps between the blocks
     axis = dict(type="category", tickmode="array", tickangle=0, tickfont=dict(size=12), showgrid=False)
-    fig.update_xaxes(tickvals=tick_names(labels, columns), ticktext=labels * columns, title=x_title, **axis)
+    every = -(-columns * T // X_LABELS)  # every n-th key named where all would overlap (the hover names each)
+    named = [i for i in range(columns * T) if i % T % every == 0]
+    fig.update_xaxes(tickvals=[tick_names(labels, columns)[i] for i in named],
+                     ticktext=[(labels * columns)[i] for i in named], title=x_title, **axis)
     fig.update_yaxes(tickvals=tick_names(labels, rows), ticktext=labels * rows, autorange="reversed", title=y_title,
                      **axis)
     side = max(360, 14 * T + 80)  # about 14 px per character keeps every tick label readable

@@ -82,6 +82,10 @@ def axis_names(n: int, T: int, gap: int, gap_first: bool, name) -> list[str]:
     return names
 
 
+GRID_WIDTH = 540  # px: the attention grid's width on a 1024-pixel projector's page (what sets its height)
+GRID_TOP, GRID_BOTTOM = 60, 60  # px: the title; the colour bar
+
+
 def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = None,
                    title: str | None = None, first_layer: int = 0) -> go.Figure:
     """Every head's (query × key) pattern in one grid; queries run down, keys across, as in the matrix. The
@@ -108,14 +112,20 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
                              xref="x", yref="y",
                              line=dict(color="#d62728" if chosen else "#d0d7e2", width=2 if chosen else 1)))
     axis = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False)
+    image = grid_layout(patterns)
+    # Square cells, so the height follows the width the grid is drawn at: GRID_WIDTH, a projector's page. A wider
+    # page centres it; a height for a wide page would leave bands of white above and below it on a projector.
+    # The colour bar lies under the grid, so the grid has the page's whole width.
     layout = dict(
-        title=dict(text=title or t("inspector.fig.grid_title")), height=80 + 230 * L, annotations=titles,
-        shapes=outlines, margin=dict(l=10, r=10, t=60, b=10), plot_bgcolor="white",
+        title=dict(text=title or t("inspector.fig.grid_title")), annotations=titles, shapes=outlines,
+        height=round(GRID_TOP + GRID_WIDTH * image.shape[0] / image.shape[1] + GRID_BOTTOM),
+        margin=dict(l=10, r=10, t=GRID_TOP, b=GRID_BOTTOM), plot_bgcolor="white",
         xaxis=dict(type="category", **axis),
         yaxis=dict(type="category", autorange="reversed", scaleanchor="x", constrain="domain", **axis),
-        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100,
-                       colorbar=dict(title=dict(text=t("inspector.fig.weight_percent")), ticksuffix="%")))
-    return go.Figure(go.Heatmap(z=grid_layout(patterns), x=x, y=y, coloraxis="coloraxis",
+        coloraxis=dict(colorscale=ATTENTION_SCALE, cmin=0, cmax=100, colorbar=dict(
+            title=dict(text=t("inspector.fig.weight_percent"), side="right"), ticksuffix="%", orientation="h",
+            x=1, xanchor="right", y=-12 / GRID_WIDTH, yanchor="top", len=0.5, thickness=12)))
+    return go.Figure(go.Heatmap(z=image, x=x, y=y, coloraxis="coloraxis",
                                 hovertemplate=t("inspector.fig.grid_hover") + "<extra></extra>"), layout)
 
 

@@ -8,6 +8,7 @@ Message cell is rendered with `say`, so numbers keep their types and formats.
 from __future__ import annotations
 
 import pandas as pd
+import streamlit as st
 from pandas.io.formats.style import Styler
 
 from gptcore.errors import Message
@@ -35,3 +36,9 @@ def shown_table(frame: pd.DataFrame, part: str, formats: dict | None = None,
     if formats:
         style = style.format({column_name(part, c): f for c, f in formats.items()}, na_rep="—")
     return style
+
+
+def pinned(part: str, column: str) -> dict:
+    """A dataframe's column_config that keeps a table's key column in view while its other columns scroll sideways
+    (a projector's narrow page)."""
+    return {column_name(part, column): st.column_config.Column(pinned=True)}
