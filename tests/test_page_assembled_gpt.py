@@ -1,9 +1,9 @@
-"""Page 'The assembled GPT': parameter breakdown, forward shapes, view vs reshape, the quiz."""
+"""Page 'The assembled GPT': parameter breakdown, forward shapes, view vs reshape (its quiz: test_concept_quizzes)."""
 import math
 import re
 
 import pytest
-from page_helpers import answer, app_page, chart, figure, frame, metrics, panel, panel_text, run_page
+from page_helpers import app_page, chart, figure, frame, metrics, panel, panel_text, run_page
 from streamlit.testing.v1 import AppTest
 
 from gptcore.config import GPTConfig
@@ -61,16 +61,6 @@ def test_view_error_is_torchs_own():
     before = chart(at, "gpt-vr-wrong")
     at.slider(key="gpt-vr-heads").set_value(6).run()
     assert chart(at, "gpt-vr-wrong") != before
-
-
-def test_quiz_says_right_and_wrong():
-    at = run_page("assembled_gpt.py")
-    answer(at, "gpt-view", "It raises an error")
-    at.button(key="gpt-view-check").click().run()
-    assert at.success and at.success[0].value.startswith("Right.")
-    answer(at, "gpt-view", "Same result; view is just faster.")
-    at.button(key="gpt-view-check").click().run()
-    assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
 
 
 def test_d_ff_field_shows_the_width_in_use_and_follows_the_ffn():

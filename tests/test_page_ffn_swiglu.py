@@ -1,5 +1,5 @@
-"""Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator, the quiz."""
-from page_helpers import answer, app_page, chart, frame, metrics, panel, panel_text, run_page
+"""Page 'FFN and SwiGLU': activation curves, the gate, the d_ff calculator (its quiz: test_concept_quizzes)."""
+from page_helpers import app_page, chart, frame, metrics, panel, panel_text, run_page
 
 
 def test_renders_with_the_tutorial_numbers():
@@ -44,16 +44,6 @@ def test_no_activation_picked_shows_a_message_instead_of_an_empty_chart():
     assert not at.exception
     assert [i.value for i in at.info] == ["Pick at least one activation to plot."]
     assert not any(c.proto.id.endswith("-ffn-curves") for c in at.get("plotly_chart"))
-
-
-def test_quiz_says_right_and_wrong():
-    at = run_page("ffn_swiglu.py")
-    answer(at, "ffn-dff", "8/3·d_model")
-    at.button(key="ffn-dff-check").click().run()
-    assert at.success and at.success[0].value.startswith("Right.")
-    answer(at, "ffn-dff", "4·d_model")
-    at.button(key="ffn-dff-check").click().run()
-    assert not at.success and any(e.value.startswith("Not quite.") for e in at.error)
 
 
 def test_in_chinese_the_tables_and_figures_are_translated_and_the_numbers_stay():
