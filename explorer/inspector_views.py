@@ -25,6 +25,7 @@ from gptcore.model import GPT
 from . import inspector_figures as figs
 from . import inspector_link as link
 from . import inspector_notes as notes
+from . import notebook
 from .checkpoints import UNREADABLE, Opened, WeightsKey, is_imported, load, load_cached, reason, weights_key
 from .i18n import catalog, language, say, t
 from .ui import shared_chart, show_chart, show_source, story_break_note, with_story_breaks, wrapping_columns
@@ -306,6 +307,7 @@ def attention_view(view: Inspected) -> None:
     plot(figs.head_heatmap(run.patterns[layer, head], view.labels, title, st.session_state[view.query_key]),
          "inspect-head-figure", f"attention-{chosen}-{view.opened.name}", on_select=pick_query,
          selection_mode="points")
+    notebook.show(notebook.attention_code(view.opened.folder, view.opened.tokenizer, view.text, run.limit, layer, head))
 
     st.subheader(t("inspector.attention.one_position"))
     query = st.select_slider(t("inspector.attention.query"), range(len(run.ids)), format_func=view.position_label,
