@@ -5,7 +5,7 @@ no chart's title runs off its edge. One tab a language, kept over the module, fo
 import re
 
 import pytest
-from browser_support import wait_until_drawn
+from browser_support import after_rerun, wait_until_drawn
 
 from explorer.i18n import catalog
 from explorer.navigation import DEFAULT_PAGE, PAGE_STEMS
@@ -156,3 +156,16 @@ def test_the_check_sees_a_squeezed_form(projector):
             '√d_head'} <= set(found)
     assert any(re.fullmatch(r"squeezed to \d+ lines: Zero-init output matrices", p) for p in found)
     assert any(re.fullmatch(r"cut short \(\d+ px in \d+\): RMSNorm", p) for p in found)
+
+
+def test_a_concept_pages_control_keeps_its_value_in_the_address(projector):
+    """A teacher's link (explorer.links.linked): a slider moved puts its value in the URL, beside the language, and
+    back at its default it leaves."""
+    page = projector("zh")
+    visit(page, "rope")
+    thumb = page.locator(".st-key-rope-pair input")  # (the thumb: a range input)
+    after_rerun(page, lambda: thumb.press("ArrowRight"))
+    page.wait_for_function("() => location.search.includes('rope-pair=7')", timeout=15_000)
+    assert "lang=zh" in page.url
+    after_rerun(page, lambda: thumb.press("ArrowLeft"))
+    page.wait_for_function("() => !location.search.includes('rope-pair')", timeout=15_000)
