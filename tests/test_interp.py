@@ -95,6 +95,9 @@ def test_every_entry_of_the_stage_table_finds_its_one_line():
                 pytest.fail(f"Trace's stage {step!r}: {error}")
     for kind, snippet in interp.ENCODE_LINES.items():
         assert snippet in interp.code_line(kind.encode, snippet).text
+    assert "scaled_dot_product_attention" in interp.code_line(*interp.FUSED_ATTENTION).text
+    with pytest.raises(LookupError, match="GPT.forward has 0 lines containing 'self.no_such_line'"):
+        interp.code_line(GPT.forward, "self.no_such_line")
 
 
 def test_every_stage_of_every_model_variant_shows_its_lines_and_every_entry_of_the_table_is_shown():

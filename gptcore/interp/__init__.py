@@ -86,6 +86,7 @@ from .patching import (
 )
 from .trace import (
     ENCODE_LINES,
+    FUSED_ATTENTION,
     SECTIONS,
     STAGE_LINES,
     SourceLine,
@@ -98,7 +99,8 @@ from .trace import (
 )
 
 __all__ = [
-    "ABLATIONS", "ENCODE_LINES", "PATCHING_PAIRS", "PER_HEAD", "PER_POSITION", "REFERENCE_TEXT", "SECTIONS",
+    "ABLATIONS", "ENCODE_LINES", "FUSED_ATTENTION", "PATCHING_PAIRS", "PER_HEAD", "PER_POSITION", "REFERENCE_TEXT",
+    "SECTIONS",
     "STAGE_LINES", "UNBATCHED", "WORD_PATCHING_PAIRS", "Ablation", "Attribution", "Capture", "LensColumn", "LensGrid",
     "LogitLens", "Patch", "PatchingPair", "PatchingSetup", "Progress", "Readout", "Run", "SourceLine", "Stage",
     "Trace", "ablate", "ablated_logits", "ablation_edits", "ablation_runs", "ablation_sweep", "as_ids", "capture",
