@@ -105,7 +105,8 @@ class HookedRootModule(nn.Module):
     def hooks(self, fwd_hooks: list[tuple[NamesFilter, HookFn]] = ()):
         """Each (name or filter, fn) of fwd_hooks attached while the context is open, removed after it, also after
         an error."""
-        handles = [point.add_hook(fn) for names, fn in fwd_hooks for point in self._points(names)]
+        picked = [(self._points(names), fn) for names, fn in fwd_hooks]  # every name checked before any is attached
+        handles = [point.add_hook(fn) for points, fn in picked for point in points]
         try:
             yield self
         finally:

@@ -84,7 +84,7 @@ def test_hooks_are_removed_after_the_pass_and_after_an_error():
         model.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_resid_mid", fail)])
     assert not any(point.active for point in model.hook_points().values())
     with pytest.raises(KeyError, match="no hook point named blocks.0.hook_typo"):
-        model.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_typo", fail)])
+        model.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_resid_pre", fail), ("blocks.0.hook_typo", fail)])
     model(IDS)  # runs: nothing was left attached
 
 
