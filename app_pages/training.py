@@ -34,8 +34,16 @@ SHOW_LIVE = """<script>
 # ---------------------------------------------------------------- live view
 
 def live_view() -> None:
+    """The live panel and the queue under it, redrawn together: a run that starts or ends, joins or leaves the
+    queue redraws the whole page, whose note under Start, runs table and Start button change with it."""
+    state, before = training.queue_state(registry), ss.get("tr_queue_state")
+    ss.tr_queue_state = state
+    if before is not None and before != state:
+        st.rerun()
     with st.container(key="tr_live"):
         live_panel()
+    with st.container(key="tr_queue"):
+        classroom.queue_panel(registry)  # ("starts in about …" counts down with each redraw)
 
 
 def live_panel() -> None:
@@ -61,7 +69,8 @@ def live_panel() -> None:
         return
     # the buttons as wide as their words, beside the heading where there is room for them, else under it
     row = st.container(horizontal=True, vertical_alignment="bottom")
-    row.markdown(t("training.live.heading", name=s.name, status=t(f"ui.status.{s.status}")), width="stretch")
+    status = training.shown_status(s)
+    row.markdown(t("training.live.heading", name=s.name, status=status), width="stretch")
     theirs = classroom.refusal(d.get("owner"), who)  # (anyone may watch; its owner and the teacher may change it)
     if s.status == "paused":
         row.button(t("training.live.resume"), key="tr_resume", on_click=run_actions.control, args=(job, "resume"),
@@ -84,7 +93,8 @@ def live_panel() -> None:
                    help=t("training.live.val_help"))
     numbers.metric(t("training.live.tokens_per_s"), f"{d.get('tokens_per_s', 0):,.0f}")
     numbers.metric(t("training.live.elapsed"), say(format_duration(d.get("elapsed_s"))))
-    numbers.metric(t("training.live.eta"), say(format_duration(d.get("eta_s"))) if s.active else "–")
+    numbers.metric(t("training.live.eta"), status if training.phase(s) in training.FINISHING else
+                   say(format_duration(d.get("eta_s"))) if s.status in ("running", "paused") else "–")
     numbers.metric(t("training.live.params"), f"{d['params']:,}")
     if message := training.status_message(s):
         getattr(st, message[0])(say(message[1]))
@@ -292,17 +302,19 @@ st.markdown(t("training.intro"))
 show_source(train_step, lr_at, label=t("training.step_source"))
 forms.init_form()
 who = classroom.visitor()
-# The live panel redraws every second; Streamlit would dim it while each redraw is on its way,
-# so on a busy CPU the whole panel would flicker between faded and sharp. Its six numbers are set a little smaller
+# The live panel and the queue redraw every few seconds; Streamlit would dim them while each redraw is on its way,
+# so on a busy CPU they would flicker between faded and sharp. The live numbers are set a little smaller
 # than Streamlit's, so that a duration in words ("7 分 38 秒") fits its column; its scroll margin keeps it clear of
 # Streamlit's header when SHOW_LIVE brings it into view.
-st.html("<style>.st-key-tr_live [data-stale='true'] {opacity: 1 !important; transition: none !important;}"
+st.html("<style>:is(.st-key-tr_live, .st-key-tr_queue) [data-stale='true'] {opacity: 1 !important; "
+        "transition: none !important;}"
         ".st-key-tr_live [data-testid='stMetricValue'] {font-size: 1.75rem;}"
         ".st-key-tr_live {scroll-margin-top: 4rem;}</style>")
 active = registry.active()
 training_now = active is not None and active.state.kind == training.JOB_KIND
-st.fragment(live_view, run_every=LIVE_REFRESH_S if training_now else None)()
-classroom.queue_panel(registry)  # (outside the live fragment: a Cancel redraws the whole page)
+# (ticking also while runs wait and none trains: between one run's end and the next one's start)
+following = training_now or bool(training.waiting_runs(registry))
+st.fragment(live_view, run_every=LIVE_REFRESH_S if following else None)()
 classroom.teacher_box()
 new_tab, runs_tab_ = st.tabs([t("training.tab_new"), t("training.tab_runs")])
 with new_tab:

@@ -145,12 +145,19 @@ def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
 
 
 def status_message(snap: JobState) -> tuple[str, Message] | None:
-    """(Streamlit call, message) saying how an ended or paused run stands; None while it runs or once it failed.
+    """(Streamlit call, message) saying how an ended, paused or finishing run stands; None while it trains or once
+    it failed.
 
     Built from the job's data each time it is drawn, so it reads in the page's language of the moment."""
     d = snap.data
     where = format_step(d.get("step", -1), d["total_steps"])
     final_val = d.get("final_val", float("nan"))
+    if (doing := phase(snap)) == "evaluating":
+        return "info", message("training.evaluating", "All {steps:,} steps are done: now the loss over the whole "
+                               "validation split, then a last sample and the checkpoint…", steps=d["total_steps"])
+    if doing == "saving":
+        return "info", message("training.saving", "Loss over the whole validation split: **{val:.4f}**. Now a last "
+                               "sample and the checkpoint…", val=final_val)
     if snap.status == "paused":
         return "info", message("training.paused", "Paused at {where}. Resume carries on exactly where it stopped.",
                                where=where)
@@ -168,6 +175,33 @@ def status_message(snap: JobState) -> tuple[str, Message] | None:
     if snap.status == "interrupted":
         return "warning", snap.message
     return None
+
+
+def phase(snap: JobState) -> str:
+    """What a run is doing, as the live panel says it: its status, except after its last step. Its process then
+    reports nothing until the loss over the whole validation split (the final_eval event), and nothing again until
+    it ends (a last sample and the checkpoint written): "evaluating", then "saving", rather than running with no
+    time left."""
+    d = snap.data
+    if snap.status != "running" or d.get("step", -1) < d.get("total_steps", math.inf):
+        return snap.status
+    evaluates = d.get("train", {}).get("final_eval", True)
+    return "saving" if "final_val" in d or not evaluates else "evaluating"
+
+
+FINISHING = ("evaluating", "saving")  # the phases of a run after its last step
+
+
+def shown_status(snap: JobState) -> str:
+    """A job's status in words, as the live panel and the sidebar say it: a run finishing says which phase."""
+    doing = phase(snap)
+    return t(f"training.live.{doing}") if doing in FINISHING else t(f"ui.status.{snap.status}")
+
+
+def queue_state(registry: JobRegistry) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the waiting runs' ids, next first; the names of the runs training): what changes when a run joins or leaves
+    the queue, starts or ends."""
+    return tuple(run.id for run in waiting_runs(registry)), tuple(sorted(registry.live(JOB_KIND)))
 
 
 def damaged_warning(run: runs.RunInfo) -> Message:

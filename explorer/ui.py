@@ -112,7 +112,7 @@ def sidebar() -> None:
             return
         from gptcore.describe import format_step  # (torch: there is a job, so it is loaded already)
 
-        from .training import run_gone
+        from .training import run_gone, shown_status
 
         if run_gone(s := job.snapshot()):  # (a run deleted since: nothing left to point to)
             return
@@ -122,7 +122,7 @@ def sidebar() -> None:
                 "finished": "check_circle", "stopped": "stop_circle", "failed": "error",
                 "interrupted": "error"}.get(s.status, "circle")
         st.caption(t("sidebar.job", icon=icon, kind=t(f"ui.job_kind.{s.kind}"), name=s.name, where=say(where),
-                     status=t(f"ui.status.{s.status}")))
+                     status=shown_status(s)))
 
     with st.sidebar:
         language_switch()

@@ -21,6 +21,9 @@ SIZES = {"d_model": 32, "n_layer": 1, "n_head": 2, "d_ff": 88, "context": 32, "s
          "eval_every": 25, "sample_every": 20, "checkpoint_every": 0, "threads": 1}
 
 
+QUEUE_FIRST_STEPS = 1_500  # the first of two queued runs: long enough to queue the second behind it
+
+
 def labels(lang: dict) -> dict[str, int]:
     return {lang["training.corpus.characters"]: 30_000,
             **{lang[f"settings.{name}.label"]: value for name, value in SIZES.items()}}
@@ -213,3 +216,40 @@ def test_a_language_switch_while_it_trains_keeps_the_run_and_the_form_and_stop_s
     page.get_by_text("lang-run · 已停止").wait_for(timeout=60_000)
     page.get_by_text(ZH["messages.training.stopped"].split("{")[0]).wait_for(timeout=60_000)  # the stop message
     assert (checkpoints / "lang-run" / "model.safetensors").is_file()
+
+
+def queue_row(page) -> str:
+    return page.locator(".st-key-tr_queue p").filter(has_text="starts in about").first.inner_text()
+
+
+def test_the_queue_counts_down_and_goes_with_the_live_header_when_the_next_run_starts(app_url, open_page):
+    """A run queued behind a short one: its "starts in about …" counts down as the first trains, and when it
+    starts, the queue and the note under Start go in the same redraw as the live header changes, with no reload."""
+    from playwright.sync_api import expect
+
+    page = open_page(height=2600)
+    page.goto(f"{app_url}/training?{form_query(tr_t_steps=QUEUE_FIRST_STEPS, tr_name='q-first')}")
+    start = page.get_by_role("button", name=EN["training.form.start"])
+    start.wait_for(timeout=180_000)
+    wait_for_app(page)
+    start.click()
+    page.get_by_text("q-first · running").wait_for(timeout=60_000)
+    page.get_by_label(EN["training.form.run_name"]).fill("q-second")
+    page.get_by_label(EN["training.form.run_name"]).press("Enter")
+    wait_for_app(page)
+    start.click()
+    waiting = page.get_by_text("Waiting to train (1)")
+    note = page.get_by_text("q-second is waiting to train: place 1 of 1")
+    waiting.wait_for(timeout=60_000)
+    expect(note).to_have_count(1)
+    page.wait_for_function("() => document.querySelector('.st-key-tr_queue').innerText.includes('starts in about')",
+                           timeout=60_000)
+    before = queue_row(page)
+    page.wait_for_timeout(4_000)
+    assert queue_row(page) != before, f"the expected start stood still at {before!r}"
+    top_screenshot(page, "training-queued-en")
+    page.get_by_text("q-second · running").wait_for(timeout=240_000)
+    expect(waiting).to_have_count(0, timeout=6_000)  # (a live redraw is every 2 s)
+    expect(note).to_have_count(0, timeout=6_000)
+    page.get_by_role("button", name=EN["training.live.stop"]).click()
+    page.get_by_text("q-second · stopped").wait_for(timeout=60_000)
