@@ -27,6 +27,7 @@ MISSING = "trace-link-missing"  # (the checkpoint a link asked for and this serv
 OPEN = "trace-open-tab"  # the open tab's name, kept while the reader is on another page (the widget's is not)
 HEAD_SHOWN = "trace-link-head"  # the head the open tab shows, when the reader chose it (None: the tab's own pick)
 HEAD_ASKED = "trace-link-head-asked"  # a link's head, waiting for the tab that shows heads to take it
+VIEW = "trace-link-view"  # (checkpoint, text, position, the page's start): what a fragment's rerun writes again
 
 
 def follow() -> None:
@@ -89,7 +90,9 @@ def open_tab() -> str:
 
 
 def keep(name: str, text: str, position: int, start: int) -> None:
-    """Write the view into the address, each value only where it differs from where the page starts."""
+    """Write the view into the address, each value only where it differs from where the page starts; kept, so that
+    a fragment that changes a stage or a head writes it again (keep_again)."""
+    st.session_state[VIEW] = name, text, position, start
     tab = open_tab()
     stage = st.session_state.get("trace-stage", 0)
     links.keep(PAGE, {"ckpt": name, "text": None if text == DEFAULT_TEXT else text[:LINK_CHARS],
@@ -97,3 +100,9 @@ def keep(name: str, text: str, position: int, start: int) -> None:
                       "stage": str(stage + 1) if tab == "step" and stage else None,
                       "head": st.session_state.get(HEAD_SHOWN) if tab in ("attribution", "patching") else None,
                       "tab": None if tab == TABS[0] else tab})
+
+
+def keep_again() -> None:
+    """After a fragment's own rerun (a stage stepped, a receiver chosen): the address with what it changed."""
+    if VIEW in st.session_state:
+        keep(*st.session_state[VIEW])

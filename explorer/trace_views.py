@@ -316,6 +316,7 @@ def _step_through(view: Traced) -> None:
     index = slider.select_slider(t("trace.stage"), range(n), key="trace-stage",
                                  format_func=lambda i: f"{i + 1}/{n} · {titles[i]}")
     show_stage(view, tr.stages[index], f"{index + 1}/{n}", titles[index])
+    link.keep_again()  # (this fragment reruns alone: the stage in the address)
     if playing and index == n - 1:  # the end: stop the timer
         st.session_state["trace-playing"] = False
         st.rerun()
@@ -752,6 +753,7 @@ def sides_section(opened: Opened, heads: np.ndarray, pair: Pair, setup: interp.P
     receiver = st.selectbox(t("trace.patching.receiver"), receivers, key="trace-receiver",
                             help=t("trace.patching.receiver_help", head=default))
     state[link.HEAD_SHOWN] = None if receiver == default else receiver
+    link.keep_again()  # (the patching tab reruns alone: the receiver in the address)
     layer, _ = interp.parse_component(model, receiver)
     senders = circuits.senders_before(model, layer)
     if many_heads(model):  # hundreds of senders: the embedding and the earlier heads that restore most, or a pick

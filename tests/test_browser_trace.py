@@ -103,3 +103,24 @@ def test_the_key_pair_names_its_path(trace_tab, lang):
     expect(page.get_by_text(re.compile("L2H0 → L3H2")).first).to_be_visible(timeout=60_000)
     assert_no_exception(page)
     full_page_screenshot(page, f"trace-{lang}-patching-key", WIDTH, HEIGHT)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_link_opens_the_logit_lens_readable_on_a_projector(app_url, open_page, lang):
+    """A teacher's link (?text=…&pos=…&tab=lens) at 1024×768: the lens opens on that position, each of its columns
+    at least 18 px wide, so the guess in each cell can be read."""
+    from urllib.parse import quote
+
+    page = open_page(1024, 768)
+    said_twice = "The little dog ran home. The little dog ran home."
+    page.goto(f"{app_url}/trace?lang={lang}&text={quote(said_twice)}&pos=30&tab=lens", timeout=120_000)
+    lens = page.locator(".st-key-trace-lens .js-plotly-plot")
+    lens.wait_for(timeout=120_000)
+    wait_until_drawn(page)
+    assert_no_exception(page)
+    expect_position = page.get_by_test_id("stSliderThumbValue").nth(1)  # (after temperature)
+    assert expect_position.inner_text().startswith("30 ")
+    width = lens.locator(".nsewdrag").first.bounding_box()["width"]
+    columns = lens.evaluate("plot => plot.data[0].x.length")  # (the heatmap's positions)
+    assert columns == 16 and width / columns >= 18, (width, columns)
+    full_page_screenshot(page, f"trace-{lang}-lens-1024", 1024, 768)
