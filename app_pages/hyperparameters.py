@@ -91,7 +91,8 @@ preset = hp.PUBLISHED[linked(left.selectbox, t("hyperparameters.costs.preset"), 
 right.button(t("hyperparameters.costs.reset"), on_click=load_preset, key="hp-reset", width="stretch",
              help=t("hyperparameters.costs.reset_help"))
 columns = st.columns(6)
-values = {name: int(linked(col.number_input, name, 1, 10_000_000, key=f"hp-{name}", start=getattr(preset, name)))
+values = {name: int(linked(col.number_input, t(f"hyperparameters.costs.fields.{name}"), 1, 10_000_000,
+                           key=f"hp-{name}", start=getattr(preset, name)))
           for name, col in zip(SHAPE_FIELDS, columns)}
 c1, c2, c3, c4, c5 = st.columns(5)
 shape = ModelShape(**values,
