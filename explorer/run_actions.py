@@ -190,10 +190,10 @@ def checkpoint_upload() -> None:
     st.caption(t("training.upload.intro"))
     zip_col, name_col = st.columns([3, 2], vertical_alignment="bottom")
     zip_col.file_uploader(t("training.upload.file"), type=["zip"], key="tr_import_zip")
-    # (the server's cap, which the uploader states in Streamlit's own English; the zip's own check allows more)
-    zip_col.caption(t("training.upload.limit", mb=st.get_option("server.maxUploadSize"),
-                      unpacked=archive.IMPORT_LIMIT // 2**20))
     name_col.text_input(t("training.upload.name"), key="tr_import_name")
+    # (the server's cap, which the uploader states in Streamlit's own English; the zip's own check allows more)
+    st.caption(t("training.upload.limit", mb=st.get_option("server.maxUploadSize"),
+                 unpacked=archive.IMPORT_LIMIT // 2**20))
     st.button(t("training.upload.add"), key="tr_import", on_click=import_checkpoint,
               disabled=ss.get("tr_import_zip") is None)
     kind, said = ss.get("tr_import_feedback") or (None, None)
