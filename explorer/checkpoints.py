@@ -25,7 +25,6 @@ from gptcore.tokenizer import Tokenizer
 
 from . import model_picker
 from .i18n import choice, help_text, label, say, t
-from .jobs import release_memory
 from .ui import ACTIVE_CHECKPOINT, checkpoint_names, default_checkpoint
 
 KEEP = "session"  # persist_state of the device choice: kept across pages
@@ -37,7 +36,6 @@ UNREADABLE = (CheckpointError, OSError)  # a damaged, missing or unreadable file
 def load_cached(path: bytes, mtime: float, where: str) -> tuple[GPT, Tokenizer, int]:
     """(model on the device `where`, tokenizer, step); mtime in the key reloads a file a new run overwrote."""
     model, tokenizer, step = ckpt.load_weights(Path(os.fsdecode(path)))
-    release_memory()  # (loading a large model passes its weights through buffers it no longer needs)
     return model.to(where), tokenizer, step
 
 

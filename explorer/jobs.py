@@ -30,12 +30,11 @@ from gptcore import locks
 from gptcore.errors import Message, UserError, message, stored_message
 from gptcore.folders import ACTIVE
 from gptcore.queue import JobRecord, QueuedRun, QueueError, RunQueue
-from gptcore.worker import ENDINGS, EVENTS, exit_message, launch, read_control, read_events, training_slots
+from gptcore.worker import ENDINGS, EVENTS, NICENESS, exit_message, launch, read_control, read_events, training_slots
 from gptcore.worker import write_control as _write_control
 
 log = logging.getLogger(__name__)
 
-JOB_NICENESS = 10  # a thread job's CPU priority: 0 is normal, 19 the lowest
 TRAIN = "train"  # the kind of job a training run is
 SYNC_S = 0.5  # how long the registry trusts its list of runs before reading the queue's store again
 
@@ -50,7 +49,7 @@ def yield_to_the_ui() -> None:
     if sys.platform.startswith("linux"):
         me = threading.get_native_id()
         try:
-            os.setpriority(os.PRIO_PROCESS, me, max(os.getpriority(os.PRIO_PROCESS, me), JOB_NICENESS))
+            os.setpriority(os.PRIO_PROCESS, me, max(os.getpriority(os.PRIO_PROCESS, me), NICENESS))
         except OSError:
             pass
 

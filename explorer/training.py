@@ -126,13 +126,6 @@ def shown_job(registry: JobRegistry, owner: str | None) -> Job | None:
     return max(own_live or own or live, key=lambda job: job.state.started, default=None) or registry.latest(JOB_KIND)
 
 
-def owner_of(run: runs.RunInfo) -> str | None:
-    """Whose run it is: a learner's id, or None for the teacher's (a run without an owner: made before owners,
-    by the command line, or by the teacher)."""
-    owner = run.meta.get("owner")
-    return owner if isinstance(owner, str) and owner else None
-
-
 def rename_run(run: runs.RunInfo, new_name: str, registry: JobRegistry) -> Path:
     """Rename a run and tell the registry, so the sidebar and the live panel follow it. A name a run waiting to
     train will take is refused, like a folder's."""
@@ -299,7 +292,7 @@ def runs_frame(listed: list[runs.RunInfo], show: Callable[[Message | str], str] 
     (i18n.say) and each owner named by `whose`. Names arrive printable."""
     cells = {
         "run": [r.name for r in listed],
-        "owner": [whose(owner_of(r)) for r in listed],
+        "owner": [whose(r.owner) for r in listed],
         "status": [run_status(r, words) for r in listed],
         "progress": [show(format_step(r.step, r.total_steps)) for r in listed],
         "best_val": [r.best_val for r in listed],

@@ -16,7 +16,7 @@ import torch
 from run_helpers import lock_held, wait_until
 
 from explorer import training
-from explorer.jobs import JOB_NICENESS, JobRefused, JobRegistry
+from explorer.jobs import JobRefused, JobRegistry
 from gptcore import checkpoint as ckpt
 from gptcore import describe, folders, locks, runs
 from gptcore.baselines import bigram_counts, bigram_val_loss, uniform_loss
@@ -27,7 +27,7 @@ from gptcore.errors import InputError
 from gptcore.queue import QueuedRun, RunQueue
 from gptcore.sources import CorpusSource
 from gptcore.train import TrainConfig
-from gptcore.worker import set_up
+from gptcore.worker import NICENESS, set_up
 
 pytestmark = pytest.mark.usefixtures("runs_in_threads")
 TINY = GPTConfig(d_model=16, n_layer=1, n_head=2, d_ff=48, context=16)
@@ -289,7 +289,7 @@ def test_jobs_run_at_a_lower_cpu_priority_than_the_server(tmp_path):
     before, seen = nice(), []
     job = JobRegistry(waiting=RunQueue(tmp_path)).start("nice", "test", lambda job: seen.append(nice()))
     job.join(30)
-    assert seen == [max(before, JOB_NICENESS)]
+    assert seen == [max(before, NICENESS)]
     assert nice() == before  # only the job's own thread was lowered
 
 
