@@ -160,8 +160,8 @@ def pass_diagram(tr: Trace, current: int, titles: list[str]) -> go.Figure:
     fig.add_annotation(x=xs[at], y=ys[at], text="▼", showarrow=False, yshift=26, font=dict(color=CURRENT, size=16))
     fig.update_xaxes(visible=False, range=[-0.7, max(xs) + 0.7], fixedrange=True)
     fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=[row_names[r] for r in range(n_rows)], fixedrange=True,
-                     showgrid=False, zeroline=False, range=[n_rows - 0.45, -0.75], tickfont=dict(size=13))
-    fig.update_layout(height=80 + 58 * n_rows, margin=dict(l=110 if folds else 80, r=10, t=10, b=30), font=FONT,
+                     showgrid=False, zeroline=False, range=[n_rows - 0.1, -0.75], tickfont=dict(size=13))
+    fig.update_layout(height=100 + 58 * n_rows, margin=dict(l=110 if folds else 80, r=10, t=10, b=30), font=FONT,
                       clickmode="event+select", dragmode=False, plot_bgcolor="white")
     return fig
 
