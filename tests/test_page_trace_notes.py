@@ -132,6 +132,21 @@ def test_on_held_out_text_no_head_lowers_the_loss_and_nothing_is_said(said_twice
     rerun(at)
 
 
+def test_the_held_out_text_is_the_runs_validation_split_or_else_built_in_stories():
+    from gptcore.corpus import generate_stories
+    from gptcore.sources import CorpusSource
+
+    meta = ckpt.read_meta(folders.CHECKPOINT_ROOT / SHIPPED)
+    corpus = CorpusSource.from_dict(meta["corpus_source"]).load().text
+    held_out = held_out_text(meta, 300)
+    start = int(0.95 * len(corpus))  # inside the last 10%, the validation split: never trained on
+    at = corpus.index(held_out.text, start)
+    assert held_out.source == "split" and len(held_out.text) == 300
+    assert at == start or (at - start < 150 and corpus[at - 1] == "\n")  # (at a line's start where one is near)
+    imported = held_out_text({"imported": True}, 300)  # (an imported model: no corpus of its own to rebuild)
+    assert imported == type(held_out)(generate_stories(300, 7), "stories")
+
+
 # --- attribution: one baseline per number, signs in words -------------------------------------------------------------
 
 def test_direct_and_total_name_their_baselines_and_say_their_sign_in_words(said_twice, shipped, means):
