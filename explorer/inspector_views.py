@@ -223,7 +223,7 @@ def clicked(chart_key: str):
 def tabs(view: Inspected) -> None:
     """The tabs, lazy (only the open one runs) and a fragment of their own: a tab switch reruns this part alone,
     never the picker, the text's forward pass or the token row above it."""
-    open_tab = st.session_state[link.OPEN] = link.open_tab()
+    open_tab = st.session_state[link.VIEW.opened_tab] = link.open_tab()
     st.session_state["inspect-tab"] = link.tab_label(open_tab)  # (after a language switch: its new name)
     show = {"attention": attention_tab, "predictions": predictions_tab, "finder": finder_tab,
             "compare": compare_tab, "training": training_tab}

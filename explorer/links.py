@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+
+from gptcore.inspector import DEFAULT_TEXT
+
+from .checkpoints import choose_checkpoint
+from .i18n import LANGUAGES, catalog, t
 
 
 def arrived(page: str, names: tuple[str, ...]) -> dict[str, str] | None:
@@ -35,6 +41,67 @@ def keep(page: str, values: dict[str, str | None]) -> None:
         elif st.query_params.get(name) != value:
             st.query_params[name] = value
     st.session_state[f"{page}-link"] = {name: value for name, value in values.items() if value is not None}
+
+
+# ---------------------------------------------------------------- a lab page's view (Inspect, Trace)
+
+LINK_CHARS = 500  # the most characters of a text a link keeps (its beginning)
+HEAD = re.compile(r"L(\d+)H(\d+)")  # a head in a link: L3H2
+
+
+@dataclass(frozen=True)
+class PageView:
+    """What Inspect and Trace share in their links: a checkpoint, a text, a tab. `page` prefixes the page's session
+    keys (`inspect-text`, `inspect-tab`), `part` its catalog entries (`inspector.tabs.attention`)."""
+    page: str
+    part: str
+    fields: tuple[str, ...]
+    tabs: tuple[str, ...]
+
+    @property
+    def missing(self) -> str:  # (the checkpoint a link asked for and this server lacks, the one opened instead)
+        return f"{self.page}-link-missing"
+
+    @property
+    def opened_tab(self) -> str:  # the open tab's name, kept while the reader is on another page (the widget's is not)
+        return f"{self.page}-open-tab"
+
+    def follow(self) -> dict[str, str] | None:
+        """Before the page's widgets: when the address comes from a link, open its checkpoint, text and tab, and
+        give back what it names (None when it is no link); what a link leaves out is at its default."""
+        found = arrived(self.page, self.fields)
+        if found is None:
+            return None
+        state = st.session_state
+        if "ckpt" in found and not choose_checkpoint(self.page, found["ckpt"]):
+            state[self.missing] = (found["ckpt"], None)
+        state[f"{self.page}-text"] = found.get("text", DEFAULT_TEXT)
+        state[self.opened_tab] = found.get("tab") if found.get("tab") in self.tabs else self.tabs[0]
+        state[f"{self.page}-tab"] = self.tab_label(state[self.opened_tab])
+        return found
+
+    def say_missing(self, opened) -> None:
+        """The sentence for a link whose checkpoint is not here, for as long as the one opened instead stays open."""
+        missing = st.session_state.get(self.missing)
+        if missing is None:
+            return
+        name, shown = missing
+        if shown is None:
+            st.session_state[self.missing] = name, shown = name, opened.name
+        if opened.name == shown:
+            st.warning(t(f"{self.part}.link.missing_checkpoint", name=name, shown=shown))
+        else:
+            del st.session_state[self.missing]
+
+    def tab_label(self, tab: str) -> str:
+        return t(f"{self.part}.tabs.{tab}")
+
+    def open_tab(self) -> str:
+        """The open tab's name: from the tabs widget, which holds its label in the language it was drawn in, or
+        when the page comes back from another, the one it had."""
+        label = st.session_state.get(f"{self.page}-tab")
+        shown = (tab for tab in self.tabs for lang in LANGUAGES if catalog(lang)[f"{self.part}.tabs.{tab}"] == label)
+        return next(shown, st.session_state.get(self.opened_tab, self.tabs[0]))
 
 
 # ---------------------------------------------------------------- a concept page's controls

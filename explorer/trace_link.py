@@ -7,57 +7,30 @@ LINK_CHARS keeps its beginning. A link whose checkpoint this server does not hav
 """
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from gptcore.inspector import DEFAULT_TEXT
 
 from . import links
-from .checkpoints import Opened, choose_checkpoint
-from .i18n import LANGUAGES, catalog, t
+from .links import HEAD, LINK_CHARS
 
-PAGE = "trace"
-FIELDS = ("ckpt", "text", "pos", "stage", "head", "tab")
-TABS = ("step", "lens", "attribution", "ablation", "patching")
-LINK_CHARS = 500  # the most characters of the text a link keeps
-HEAD = re.compile(r"L(\d+)H(\d+)")
+VIEW = links.PageView("trace", "trace", ("ckpt", "text", "pos", "stage", "head", "tab"),
+                      ("step", "lens", "attribution", "ablation", "patching"))
+TABS = VIEW.tabs
 LATER = "trace-link-later"  # a link's position, stage and head, set once the text and the model are known
-MISSING = "trace-link-missing"  # (the checkpoint a link asked for and this server lacks, the one opened instead)
-OPEN = "trace-open-tab"  # the open tab's name, kept while the reader is on another page (the widget's is not)
 HEAD_SHOWN = "trace-link-head"  # the head the open tab shows, when the reader chose it (None: the tab's own pick)
 HEAD_ASKED = "trace-link-head-asked"  # a link's head, waiting for the tab that shows heads to take it
-VIEW = "trace-link-view"  # (checkpoint, text, position, the page's start): what a fragment's rerun writes again
+KEPT = "trace-link-view"  # (checkpoint, text, position, the page's start): what a fragment's rerun writes again
+say_missing, tab_label, open_tab = VIEW.say_missing, VIEW.tab_label, VIEW.open_tab
 
 
 def follow() -> None:
-    """Before the page's widgets: when the address comes from a link, open what it names (what it leaves out at its
-    default)."""
-    found = links.arrived(PAGE, FIELDS)
-    if found is None:
-        return
-    state = st.session_state
-    if "ckpt" in found and not choose_checkpoint(PAGE, found["ckpt"]):
-        state[MISSING] = (found["ckpt"], None)
-    state["trace-text"] = found.get("text", DEFAULT_TEXT)
-    state[OPEN] = found.get("tab") if found.get("tab") in TABS else TABS[0]
-    state["trace-tab"] = tab_label(state[OPEN])
-    state[LATER] = (found.get("pos"), found.get("stage"), found.get("head"))
-    state.pop("trace-position", None)  # (the link's position, or the page's own pick for its text)
-
-
-def say_missing(opened: Opened) -> None:
-    """The sentence for a link whose checkpoint is not here, for as long as the one opened instead stays open."""
-    missing = st.session_state.get(MISSING)
-    if missing is None:
-        return
-    name, shown = missing
-    if shown is None:
-        st.session_state[MISSING] = name, shown = name, opened.name
-    if opened.name == shown:
-        st.warning(t("trace.link.missing_checkpoint", name=name, shown=shown))
-    else:
-        del st.session_state[MISSING]
+    """Before the page's widgets: what a link names (explorer.links.PageView.follow), its position, stage and head
+    kept for when the text and the model are known."""
+    found = VIEW.follow()
+    if found is not None:
+        st.session_state[LATER] = (found.get("pos"), found.get("stage"), found.get("head"))
+        st.session_state.pop("trace-position", None)  # (the link's position, or the page's own pick for its text)
 
 
 def position_stage_and_head(n_tokens: int, n_layer: int, n_head: int) -> None:
@@ -77,32 +50,20 @@ def asked_head() -> str | None:
     return st.session_state.pop(HEAD_ASKED, None)
 
 
-def tab_label(tab: str) -> str:
-    return t(f"trace.tabs.{tab}")
-
-
-def open_tab() -> str:
-    """The open tab's name: from the tabs widget, which holds its label in the language it was drawn in, or when
-    the page comes back from another, the one it had."""
-    label = st.session_state.get("trace-tab")
-    return next((tab for tab in TABS for lang in LANGUAGES if catalog(lang)[f"trace.tabs.{tab}"] == label),
-                st.session_state.get(OPEN, TABS[0]))
-
-
 def keep(name: str, text: str, position: int, start: int) -> None:
     """Write the view into the address, each value only where it differs from where the page starts; kept, so that
     a fragment that changes a stage or a head writes it again (keep_again)."""
-    st.session_state[VIEW] = name, text, position, start
+    st.session_state[KEPT] = name, text, position, start
     tab = open_tab()
     stage = st.session_state.get("trace-stage", 0)
-    links.keep(PAGE, {"ckpt": name, "text": None if text == DEFAULT_TEXT else text[:LINK_CHARS],
-                      "pos": None if position == start else str(position),
-                      "stage": str(stage + 1) if tab == "step" and stage else None,
-                      "head": st.session_state.get(HEAD_SHOWN) if tab in ("attribution", "patching") else None,
-                      "tab": None if tab == TABS[0] else tab})
+    links.keep(VIEW.page, {"ckpt": name, "text": None if text == DEFAULT_TEXT else text[:LINK_CHARS],
+                           "pos": None if position == start else str(position),
+                           "stage": str(stage + 1) if tab == "step" and stage else None,
+                           "head": st.session_state.get(HEAD_SHOWN) if tab in ("attribution", "patching") else None,
+                           "tab": None if tab == TABS[0] else tab})
 
 
 def keep_again() -> None:
     """After a fragment's own rerun (a stage stepped, a receiver chosen): the address with what it changed."""
-    if VIEW in st.session_state:
-        keep(*st.session_state[VIEW])
+    if KEPT in st.session_state:
+        keep(*st.session_state[KEPT])

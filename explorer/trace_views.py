@@ -248,7 +248,7 @@ def tabs(view: Traced, text: str, start: int) -> None:
     lens) reruns the whole page, which reads it."""
     if st.session_state.get("trace-position") != view.position:
         st.rerun()
-    open_tab = st.session_state[link.OPEN] = link.open_tab()
+    open_tab = st.session_state[link.VIEW.opened_tab] = link.open_tab()
     st.session_state["trace-tab"] = link.tab_label(open_tab)  # (after a language switch: its new name)
     show = {"step": step_through, "lens": lens_tab, "attribution": attribution_tab, "ablation": ablation_tab,
             "patching": patching_tab}
