@@ -177,7 +177,7 @@ def text_strip(labels: list[str], selected: int, per_row: int = 64, shade: list[
     if wide(labels):
         return _token_strip(labels, selected, shade)
     T = len(labels)
-    x, y = [i % per_row for i in range(T)], [i // per_row for i in range(T)]
+    y, x = map(list, zip(*word_wrapped(labels, per_row, gap=0)))
     colours = ["#f0f2f6"] * T if shade is None else [f"rgba(31, 119, 180, {min(max(s, 0), 1):.3f})" for s in shade]
     fig = go.Figure(go.Scatter(
         x=x, y=y, mode="markers+text", text=labels, textfont=MONO, customdata=list(range(T)),
@@ -194,21 +194,42 @@ def text_strip(labels: list[str], selected: int, per_row: int = 64, shade: list[
     return fig
 
 
-def token_rows(labels: list[str], per_row: int) -> list[tuple[int, int]]:
-    """(row, first column) of each token laid end to end, `per_row` characters a row, one column of gap between."""
+BREAKS = ("␣", "⏎", "⇥")  # how a space, a newline and a tab are shown: a row of the strip may end after one
+
+
+def words(labels: list[str]) -> list[list[int]]:
+    """The labels' indices grouped into words: a word ends after a space, newline or tab, and a token of several
+    characters that starts with a space (a BPE's "␣cat") starts a new one."""
+    groups: list[list[int]] = []
+    for i, label in enumerate(labels):
+        starts = i == 0 or labels[i - 1].endswith(BREAKS) or (len(label) > 1 and label.startswith(BREAKS))
+        if starts:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
+
+
+def word_wrapped(labels: list[str], per_row: int, gap: int) -> list[tuple[int, int]]:
+    """(row, first column) of each label laid end to end, `gap` columns between, `per_row` columns a row. Rows break
+    between words as a book does, inside a word only when it is longer than a row, and after every newline."""
     places, row, column = [], 0, 0
-    for label in labels:
-        if column and column + len(label) > per_row:
+    for word in words(labels):
+        if column and column + sum(len(labels[i]) + gap for i in word) - gap > per_row:
             row, column = row + 1, 0
-        places.append((row, column))
-        column += len(label) + 1
+        for i in word:
+            if column and column + len(labels[i]) > per_row:
+                row, column = row + 1, 0
+            places.append((row, column))
+            column += len(labels[i]) + gap
+        if labels[word[-1]].endswith("⏎"):
+            row, column = row + 1, 0
     return places
 
 
 def _token_strip(labels: list[str], selected: int, shade: list[float] | None, per_row: int = 56) -> go.Figure:
     """text_strip for tokens of several characters: one horizontal bar per token, as wide as its label."""
     T = len(labels)
-    places = token_rows(labels, per_row)
+    places = word_wrapped(labels, per_row, gap=1)
     colours = ["#f0f2f6"] * T if shade is None else [f"rgba(31, 119, 180, {min(max(s, 0), 1):.3f})" for s in shade]
     fig = go.Figure(go.Bar(
         orientation="h", base=[c - 0.4 for _, c in places], x=[len(label) + 0.8 for label in labels],
@@ -482,10 +503,15 @@ def stage_view(stage: Stage, tr: Trace, labels: list[str], vocab: list[str], pie
 
 # --- logit lens, attribution, ablation, patching ------------------------------------------------------------------
 
-def top_colorbar(title: str) -> dict:
-    """A colour bar lying above the plot, so that on a narrow screen the cells keep the whole width."""
-    return dict(title=dict(text=title, side="top"), orientation="h", thickness=10, len=0.45, x=1, xanchor="right",
-                y=1.01, yanchor="bottom")
+COLORBAR_BAND = 44  # px under the x axis's title for a colour bar lying there: the bar and its numbers
+
+
+def bottom_colorbar(title: str) -> dict:
+    """A colour bar lying under the plot, at the chart's foot, so that on a narrow screen the cells keep the whole
+    width and a title broken into lines above the plot has the top to itself. Add COLORBAR_BAND to the bottom margin.
+    (Its title stands beside the bar: Plotly draws a title on top of a bar placed this way into the bar.)"""
+    return dict(title=dict(text=title, side="right"), orientation="h", thickness=10, lenmode="pixels", len=340, x=1,
+                xanchor="right", yref="container", y=0, yanchor="bottom")  # (the length holds the title too)
 
 
 def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: list[list[str]],
@@ -496,7 +522,7 @@ def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: lis
     names = position_names(labels, positions)
     fig = go.Figure(go.Heatmap(
         z=values, x=positions, y=list(range(R)), zmin=0, zmax=1, colorscale="Viridis",
-        colorbar=top_colorbar(t("trace.fig.p_true")), text=[[short(g) for g in row] for row in top],
+        colorbar=bottom_colorbar(t("trace.fig.p_true")), text=[[short(g) for g in row] for row in top],
         texttemplate="%{text}", textfont=dict(family="monospace", size=12 if R <= 16 else 10),
         customdata=np.array([names] * R, dtype=object), xgap=1, ygap=1,
         hovertemplate=t("trace.fig.lens_hover") + "<extra></extra>"))
@@ -510,8 +536,8 @@ def lens_figure(values: np.ndarray, rows: list[str], labels: list[str], top: lis
     fig.update_yaxes(tickmode="array", tickvals=list(range(R)), ticktext=rows, autorange="reversed", tickfont=MONO)
     fig.add_vrect(x0=position - 0.5, x1=position + 0.5, line=dict(color=CURRENT, width=3))
     fig.update_layout(clickmode="event+select", dragmode=False)
-    _layout(fig, t("trace.fig.lens_title"), 190 + row_height(R, 42) * R)
-    return fig.update_layout(margin_t=100)  # (room for the colour bar above the cells)
+    _layout(fig, t("trace.fig.lens_title"), 190 + COLORBAR_BAND + row_height(R, 42) * R)
+    return fig.update_layout(margin_b=80 + COLORBAR_BAND)  # (the x axis's numbers and title, then the colour bar)
 
 
 def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int = 5) -> go.Figure:
@@ -523,11 +549,11 @@ def lens_column(probs: torch.Tensor, rows: list[str], vocab: list[str], k: int =
                                colorscale="Viridis", text=text,
                                texttemplate="'%{text}' %{z:.2f}" if many else "'%{text}'<br>%{z:.2f}",
                                textfont=dict(family="monospace", size=10 if many else 13),
-                               colorbar=top_colorbar(t("trace.fig.probability")), xgap=2, ygap=2,
+                               colorbar=bottom_colorbar(t("trace.fig.probability")), xgap=2, ygap=2,
                                hovertemplate=t("trace.fig.guess_hover") + "<extra></extra>"))
     fig.update_yaxes(autorange="reversed", tickfont=MONO)
-    _layout(fig, t("trace.fig.lens_column_title"), 170 + row_height(len(rows), 44, 24) * len(rows))
-    return fig.update_layout(margin_t=100)
+    _layout(fig, t("trace.fig.lens_column_title"), 170 + COLORBAR_BAND + row_height(len(rows), 44, 24) * len(rows))
+    return fig.update_layout(margin_b=40 + COLORBAR_BAND)
 
 
 def largest(frame, column: str, k: int = TOP):

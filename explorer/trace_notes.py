@@ -57,15 +57,21 @@ def overshoot(name: str, share: float, clean: float, corrupted: float, good: str
     return t("trace.notes.overshoot", name=name, share=share, good=good, bad=bad, patched=patched, clean=clean)
 
 
+def percent(share: float) -> float:
+    """A share as the page rounds it (to a whole percent), so that a tiny negative one reads 0%, never -0%."""
+    return round(share, 2) + 0.0  # (-0.0 + 0.0 is 0.0)
+
+
 def path(head: str, whole: dict[str, float]) -> str:
     """Which of the receiver head's inputs the pair's answer comes back through: the side the whole clean input
     restores most through, beside the others (whole: side → share)."""
     best = max(SIDES, key=lambda side: whole[side])
     others = t("trace.notes.list_separator").join(
-        t("trace.notes.side_share", side=t(f"trace.patching.sides.{side}"), share=whole[side])
+        t("trace.notes.side_share", side=t(f"trace.patching.sides.{side}"), share=percent(whole[side]))
         for side in SIDES if side != best)
     key = "trace.notes.path" if whole[best] >= 0.5 else "trace.notes.path_weak"
-    return t(key, head=head, side=t(f"trace.patching.sides.{best}"), share=whole[best], others=others)
+    return t(key, head=head, side=t(f"trace.patching.sides.{best}"), share=percent(whole[best]),
+             others=others)
 
 
 def probability(position: int, char: str, p: float, last: bool) -> str:

@@ -396,10 +396,16 @@ def lens_tab(view: Traced) -> None:
         chances = column.probs[:, view.real_next].tolist()
         st.caption(t("trace.lens.true_next", char=vocab[view.real_next], values=", ".join(f"{p:.2f}" for p in chances)))
         row = column.readable_from(view.real_next)
-        if row is None:
-            st.markdown(t("trace.lens.never_top", char=vocab[view.real_next]))
-        else:
-            st.markdown(t("trace.lens.readable", char=vocab[view.real_next], row=rows[row]))
+        st.markdown(lens_readable(row, rows, vocab[view.real_next]))
+
+
+def lens_readable(row: int | None, rows: list[str], char: str) -> str:
+    """From which row of the lens on `char` is the top guess (row: readable_from's), in words."""
+    if row is None:
+        return t("trace.lens.never_top", char=char)
+    if row == len(rows) - 1:  # (the last row is the model's own output)
+        return t("trace.lens.only_output", char=char, row=rows[row])
+    return t("trace.lens.readable", char=char, row=rows[row])
 
 
 # --- direct logit attribution --------------------------------------------------------------------------------------
@@ -616,7 +622,7 @@ def patching_tab(view: Traced) -> None:
                key="trace-patch-heads", config=NO_MODEBAR)
     best = np.unravel_index(np.nanargmax(heads), heads.shape)
     name = f"L{best[0]}H{best[1]}"
-    st.caption(t("trace.patching.heads_caption", head=name, share=float(heads[best])))
+    st.caption(t("trace.patching.heads_caption", head=name, share=notes.percent(float(heads[best]))))
     if note := notes.overshoot(name, float(heads[best]), setup.clean_difference, setup.corrupted_difference, good, bad):
         st.info(note)
     if cfg.n_layer > 1:
@@ -785,7 +791,7 @@ def strongest_sender(senders, rows: list[str], columns: list[str]) -> dict:
         return {"sender": "—", "side": "—", "share": float("nan")}
     values = senders.to_numpy()
     sender, side = np.unravel_index(np.nanargmax(values), values.shape)
-    return {"sender": rows[sender], "side": columns[side], "share": float(values[sender, side])}
+    return {"sender": rows[sender], "side": columns[side], "share": notes.percent(float(values[sender, side]))}
 
 
 def sender_name(name: str) -> str:

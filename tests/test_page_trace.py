@@ -134,7 +134,9 @@ def test_lens_attribution_ablation_and_patching_tabs_show_gptcores_numbers(shipp
     assert heat["y"] == list(range(2 * model.cfg.n_layer + 1))  # after each attention sublayer and each block
     row = lens.readable_from(position, int(cap.ids[position + 1]))
     name = "embedding" if lens.rows[row] == "embedding" else f"after {lens.rows[row]}"
-    readable = f"'{shipped.tokenizer.display(int(cap.ids[position + 1]))}' is the top guess from the row **{name}** on"
+    char = shipped.tokenizer.display(int(cap.ids[position + 1]))
+    readable = f"Only the output, the last row (**{name}**), ranks '{char}' first" if row == len(lens.rows) - 1 \
+        else f"from the row **{name}** on the lens already ranks '{char}' first"
     assert any(readable in m.value for m in at.markdown)
 
     open_tab(at, 2)

@@ -246,9 +246,10 @@ def test_each_pair_says_the_path_its_answer_comes_back_through(said_twice, shipp
                                   pair.corrupted_answer)
     whole = circuits.patch_sides(shipped.model, setup, "L3H2", [None]).iloc[0]
     markdown = "\n".join(m.value for m in at.markdown)
+    shown = {side: f"{round(share, 2) + 0.0:.0%}" for side, share in whole.items()}  # (a -0.3% reads 0%)
     assert (f"On this pair the answer comes back through L3H2's **key**: the whole clean input restores "
-            f"{whole['k']:.0%} through it, {whole['q']:.0%} through the query, {whole['v']:.0%} through the value."
-            ) in markdown
+            f"{shown['k']} through it, {shown['q']} through the query, {shown['v']} through the value.") in markdown
+    assert "-0%" not in markdown
     pick_pair(at, "password")
     markdown = "\n".join(m.value for m in at.markdown)
     assert "On this pair the answer comes back through L3H2's **value**" in markdown and "**key**" not in markdown
@@ -318,3 +319,40 @@ def test_a_link_to_a_checkpoint_that_is_not_here_opens_the_page_with_a_sentence(
     assert at.selectbox(key="trace-checkpoint").value == SHIPPED
     assert [c for c in at.get("plotly_chart") if c.proto.id.endswith("-trace-lens")]  # the lens, drawn
     assert dict(at.query_params) == {"ckpt": SHIPPED, "tab": "lens"}
+
+
+# --- words that read well in every case -----------------------------------------------------------------------------
+
+def test_a_share_that_rounds_to_zero_reads_0_percent_never_minus_0():
+    from explorer.trace_notes import percent
+
+    assert [f"{percent(x):.0%}" for x in (-0.004, 0.0, 0.004, -0.006, 0.125, 1.2)] == \
+        ["0%", "0%", "0%", "-1%", "12%", "120%"]
+
+
+def test_the_lens_sentence_names_the_output_alone_when_only_the_last_row_ranks_the_answer_first():
+    from explorer.trace_views import lens_readable
+
+    rows = ["embedding", "after block 0", "after block 1"]
+    assert lens_readable(1, rows, "w") == ("Read through the final norm and the head, from the row **after block 0** "
+                                           "on the lens already ranks 'w' first, and it stays first to the output.")
+    assert lens_readable(2, rows, "w") == ("Only the output, the last row (**after block 1**), ranks 'w' first: every "
+                                           "earlier row's top guess is another character.")
+    assert lens_readable(None, rows, "w").startswith("Even the model's output does not rank 'w' first")
+
+
+def test_the_character_strip_breaks_its_rows_between_words_only():
+    from explorer.trace_figures import text_strip, word_wrapped
+
+    text = "My cat likes warm milk and soft socks. My cat likes warm milk and soft socks.".replace(" ", "␣")
+    strip = text_strip(list(text), 0)["data"][0]
+    rows: dict[int, str] = {}
+    for char, row in zip(strip["text"], strip["y"]):
+        rows[row] = rows.get(row, "") + char
+    assert list(rows.values()) == ["My␣cat␣likes␣warm␣milk␣and␣soft␣socks.␣My␣cat␣likes␣warm␣milk␣",
+                                   "and␣soft␣socks."]
+    assert list(strip["x"][:3]) == [0, 1, 2] and strip["x"][62] == 0  # 'a' of the second "and" opens row 1
+    assert word_wrapped(list("ab⏎c"), 64, gap=0) == [(0, 0), (0, 1), (0, 2), (1, 0)]  # a newline ends its row
+    assert word_wrapped(list("x" * 66), 64, gap=0)[63:] == [(0, 63), (1, 0), (1, 1)]  # a word longer than a row
+    # tokens of several characters: "␣lik" "es" stay together, and a row may open with a token's own space
+    assert word_wrapped(["My", "␣cat", "␣lik", "es", "␣warm"], 10, gap=1) == [(0, 0), (0, 3), (1, 0), (1, 5), (2, 0)]
