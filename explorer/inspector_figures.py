@@ -129,15 +129,29 @@ def attention_grid(patterns: torch.Tensor, selected: tuple[int, int] | None = No
                                 hovertemplate=t("inspector.fig.grid_hover") + "<extra></extra>"), layout)
 
 
+def word_ticks(labels: list[str]) -> tuple[list[float], list[str]]:
+    """Ticks that write each word of a text of characters once, centred over its columns (a space shown as ␣ ends a
+    word and stays unwritten): the places (column numbers) and the words."""
+    places, words, start = [], [], 0
+    for end, label in enumerate([*labels, "␣"]):
+        if label == "␣":
+            if end > start:
+                places.append((start + end - 1) / 2)
+                words.append("".join(labels[start:end]))
+            start = end + 1
+    return places, words
+
+
 def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: int | None = None) -> go.Figure:
-    """One head's pattern with its character on every tick, both characters in the hover, the query row boxed.
+    """One head's pattern with its characters written along both axes, both in the hover, the query row boxed.
 
     Rows are 14 px high at full context (18 px for short texts) and the cells fill the width rather than stay
-    square: the key characters across the top get a 10-12 px font, the query characters down the left an upright
-    12-14 px one on a cell as high as the row, easy to read and to click. The axes are categories named
-    "position 'character'", so the hover shows both without a T×T array of hover texts. The query characters are
-    a scatter of their own (trace 1): a heatmap cannot be selected, a scatter point can, so a click on one makes
-    it the query (its customdata is the position).
+    square: across the top a short text names every key character in a 12 px font, a long one writes each word
+    once over its columns in an 11 px font (a column is then narrower than a character); the query characters
+    down the left get an upright 12-14 px font on a cell as high as the row, easy to read and to click. The axes
+    are categories named "position 'character'", so the hover shows both without a T×T array of hover texts. The
+    query characters are a scatter of their own (trace 1): a heatmap cannot be selected, a scatter point can, so a
+    click on one makes it the query (its customdata is the position).
     """
     T = len(labels)
     long = T > 64
@@ -148,11 +162,15 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
     strip = max(0.032, min(0.25, (7 * min(widest, 10) + 14) / 560))  # (of a chart 560 px wide: a 1024 px screen)
     upright = widest > 1 and T * min(widest, 10) > 90
     ticks = [label if len(label) <= 10 else label[:9] + "…" for label in labels]
-    key_font = dict(size=10 if long else 12, family="monospace")
+    # a long text of characters: a key column is too narrow for a readable character, so each word is written once
+    # across its own columns; a short one (or tokens) names every column
+    key_ticks = word_ticks(labels) if long and widest == 1 else (names, ticks)
+    key_font = dict(size=11 if long else 12, family="monospace")
     query_font = dict(size=12 if long else 14, family="monospace", color="#1f2937")
     heatmap = go.Heatmap(
         z=pattern.float().numpy(), x=names, y=names, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
-        colorbar=dict(title=dict(text=t("inspector.fig.weight")), len=min(1.0, 500 / (row * T + 1))),
+        colorbar=dict(title=dict(text=t("inspector.fig.weight"), side="right"), orientation="h", thickness=10,
+                      lenmode="pixels", len=300, x=1, xanchor="right", yref="container", y=0, yanchor="bottom"),
         hovertemplate=t("inspector.fig.head_hover") + "<extra></extra>")
     rows = go.Scatter(x=[0] * T, y=names, xaxis="x2", mode="markers+text", text=ticks, textfont=query_font,
                       textposition="middle center", customdata=list(range(T)),
@@ -163,18 +181,21 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
     # the band above the plot holds the key characters and their axis title, so the title stays clear of them
     # wherever it is placed; a fixed range: autorange would pad it for the strip's markers
     keys_band = 70 + (7 * min(widest, 10) if upright else 0)
-    height, margin_top = row * T + 70 + keys_band, 60
+    # the colour bar lies under the plot, so that the key columns have the whole width (its title beside the bar)
+    margin_top, margin_bottom = 60, 50
+    height = row * T + 60 + margin_bottom + keys_band
     # the query row boxed: the row "What one position attends to" spells out below
     box = [] if query is None else [dict(type="rect", x0=-0.5, x1=T - 0.5, y0=query - 0.5, y1=query + 0.5, xref="x",
                                          yref="y", line=dict(color="#d62728", width=2))]
     layout = dict(  # (one dict, validated once: each update_* call validates again)
         xaxis=dict(title=t("inspector.fig.key_axis"), side="top", tickangle=-90 if upright else 0, type="category",
-                   tickmode="array", tickvals=names, ticktext=ticks, showgrid=False, tickfont=key_font, ticks="",
+                   tickmode="array", tickvals=key_ticks[0], ticktext=key_ticks[1], showgrid=False, tickfont=key_font,
+                   ticks="",
                    domain=[strip + 0.008, 1]),
         xaxis2=dict(domain=[0, strip], range=[-0.5, 0.5], visible=False, fixedrange=True),
         yaxis=dict(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
-                   showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - 10)]),
-        shapes=box, title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=10),
+                   showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - margin_bottom)]),
+        shapes=box, title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=margin_bottom),
         clickmode="event+select")
     return go.Figure([heatmap, rows], layout)
 
@@ -284,6 +305,11 @@ def head_style(layer: int, head: int) -> dict:
                 marker=dict(symbol=HEAD_MARKERS[head % len(HEAD_MARKERS)], size=7))
 
 
+PANEL_HEIGHT = 300  # px of the score panels over training
+AXIS_BAND = 70  # px under them for the step numbers and the axis title
+LEGEND_ROW = 30  # px per row of the legend under them
+
+
 def scores_over_training_figure(long: pd.DataFrame) -> go.Figure:
     """Each score (a panel) of every head (a line) at every saved step; a legend entry hides a head everywhere."""
     fig = make_subplots(rows=1, cols=len(SCORES), subplot_titles=[score_name(c) for c in SCORES],
@@ -300,10 +326,16 @@ def scores_over_training_figure(long: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(range=[0, 1])
     fig.update_yaxes(title=t("inspector.fig.score"), col=1)
     fig.update_xaxes(title=t("inspector.fig.step"))
-    # a vertical legend of 16+ heads would outgrow the plot and scroll; below the panels it wraps, a row per layer
+    # a vertical legend of 16+ heads would outgrow the plot and scroll; below the panels it wraps, a row per layer.
+    # It stands at the chart's foot, in a bottom margin made for its rows, clear of the axes' titles at any height.
     n_head = int(heads["head_index"].max()) + 1
-    fig.update_layout(title=t("inspector.fig.training_title"), height=520, margin=dict(t=80, b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, entrywidth=1 / max(n_head, 4) - 0.01,
+    per_row = max(n_head, 4)
+    legend_rows = -(-len(heads) // per_row)
+    bottom = AXIS_BAND + LEGEND_ROW * (legend_rows + 1)  # (+1: the legend's title)
+    fig.update_layout(title=t("inspector.fig.training_title"), height=80 + PANEL_HEIGHT + bottom,
+                      margin=dict(t=80, b=bottom),
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0,
+                                  entrywidth=1 / per_row - 0.01,
                                   entrywidthmode="fraction", font=dict(size=13, family="monospace"),
                                   title=dict(text=t("inspector.fig.legend_title"), side="top")))
     return fig

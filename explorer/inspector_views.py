@@ -324,7 +324,7 @@ def attention_view(view: Inspected) -> None:
         def tip(i, values=values):
             return weight_tip(position=i, weight=values[i])
 
-        left, right = st.columns([1, 9])
+        left, right = st.columns([2.3, 9], gap="small")  # (room for "all-head mean" on one line at 1024 px)
         left.markdown(f"**{row_name}**" if row_name == chosen else row_name)
         right.html(ins.highlight_html(run.pieces[: query + 1], shade, "31, 119, 180", tip, mark=query))
     view.keep_link()

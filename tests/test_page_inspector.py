@@ -103,13 +103,19 @@ def test_default_view_draws_the_patterns_gptcore_computes(shipped, default_view)
         assert "No head of this checkpoint copies from its context yet" in captions
 
 
-def test_every_character_of_the_enlarged_head_is_a_tick_label(default_view):
-    """#15: at full context each character is its own tick, upright, in a font that can be read."""
+def test_every_character_of_the_enlarged_head_is_on_a_tick_label(default_view):
+    """#15: at full context every character is written across the top, upright, in a font that can be read: each
+    word once, centred over its own columns (a column is narrower than a character), the colour bar under the plot
+    so the columns have the whole width."""
     spec = chart(default_view, "inspect-head-figure")
     T = len(ins.DEFAULT_TEXT)
     labels = ins.token_labels(ins.DEFAULT_TEXT)
     keys = spec["layout"]["xaxis"]
-    assert list(keys["ticktext"]) == labels and keys["tickfont"]["size"] >= 10 and keys["tickangle"] == 0
+    assert "␣".join(keys["ticktext"]) == "".join(labels).strip("␣")
+    assert keys["tickfont"]["size"] >= 11 and keys["tickangle"] == 0
+    first = len(ins.DEFAULT_TEXT.split(" ")[0])
+    assert list(keys["tickvals"][:2]) == [(first - 1) / 2, first + 1 + (len(ins.DEFAULT_TEXT.split(" ")[1]) - 1) / 2]
+    assert spec["data"][0]["colorbar"]["orientation"] == "h"
     queries = spec["data"][1]  # the query characters down the left: points, so a click on one picks it
     assert queries["type"] == "scatter" and list(queries["text"]) == labels and queries["textfont"]["size"] >= 10
     assert list(array(queries["customdata"])) == list(range(T))
@@ -345,6 +351,10 @@ def test_every_bar_is_named_and_every_head_has_its_own_look(shipped):
     looks = {(tr["line"]["color"], tr["line"]["dash"], tr["marker"]["symbol"]) for tr in shown}
     assert len(looks) == cfg.n_layer * cfg.n_head  # no two heads drawn alike
     assert len({tr["line"]["color"] for tr in shown}) == cfg.n_layer  # the colour says the layer
+    layout = chart(at, "inspect-training-scores")["layout"]
+    legend = layout["legend"]  # at the chart's foot, in a margin that holds the axes' titles above its rows too
+    assert (legend["yref"], legend["y"], legend["yanchor"]) == ("container", 0, "bottom")
+    assert layout["margin"]["b"] == 70 + 30 * (cfg.n_layer + 1)  # a row per layer, and its title
 
 
 # ------------------------------------------------------------- real models: the picker, tokens, the atlas, two models
