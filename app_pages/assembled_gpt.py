@@ -168,8 +168,11 @@ with st.spinner(t("assembled_gpt.log.training")):
 st.code(f"vocab {log['vocab']}, params {log['params']:,}\n"
         f"step    0  train {log['train loss, step 0']:.3f}  val {log['val, step 0 (after one update)']:.3f}",
         language="text")
-st.dataframe(shown_table(pd.DataFrame([{k: v for k, v in log.items() if k not in ("vocab", "params")}]),
-                         "assembled_gpt", precision=3), hide_index=True, key="gpt-log")
+# the three losses the text compares first, the formula last: on a projector the last columns scroll out of view
+LOG_COLUMNS = ["train loss, step 0", "val before the update", "val, step 0 (after one update)", "ln V",
+               "logit std at init", "ln V + σ²/2"]
+st.dataframe(shown_table(pd.DataFrame([log])[LOG_COLUMNS], "assembled_gpt", precision=3), hide_index=True,
+             key="gpt-log")
 st.markdown(t("assembled_gpt.log.measured", vocab=log["vocab"], ln_v=log["ln V"], train=log["train loss, step 0"],
               before=log["val before the update"], after=log["val, step 0 (after one update)"]))
 show_source(anatomy.first_log_line)

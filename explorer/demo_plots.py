@@ -9,6 +9,8 @@ import torch
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from gptcore.tokenizer import VISIBLE
+
 from .i18n import say, t
 from .ui import TITLE_ROOM, broken_lines
 
@@ -115,7 +117,8 @@ def softmax_rows_figure(raw, scaled, title: str, x_title: str, y_title: str) -> 
     keys = list(range(len(raw)))
     return go.Figure([go.Bar(x=keys, y=raw.softmax(-1).numpy(), name="softmax(q·k)", marker_color=RAW),
                       go.Bar(x=keys, y=scaled.softmax(-1).numpy(), name="softmax(q·k/√d)", marker_color=SCALED)],
-                     dict(height=300, margin=MARGIN, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 1],
+                     # (up to 1.1: the tick "1" at the plot's very top would run into the title above it)
+                     dict(height=300, margin=MARGIN, xaxis_title=x_title, yaxis_title=y_title, yaxis_range=[0, 1.1],
                           title=title))
 
 
@@ -226,8 +229,9 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
     fig.add_bar(x=chars, y=z_grad[order].numpy(), marker_color="#9467bd", name="z-loss", hovertemplate=bar_hover,
                 row=1, col=3)
     fig.update_xaxes(title_text=t("hyperparameters.fig.shift"), row=1, col=1)
-    for col in (2, 3):
-        fig.update_xaxes(title_text=t("hyperparameters.fig.likely"), type="category", row=1, col=col)
+    for col in (2, 3):  # every character named, small and upright: a bar is about 12 px wide on a projector
+        fig.update_xaxes(title_text=t("hyperparameters.fig.likely"), type="category", tickmode="array", tickvals=chars,
+                         ticktext=chars, tickangle=0, tickfont=dict(size=10), row=1, col=col)
     fig.update_yaxes(exponentformat="e")
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), showlegend=False)
     return fig
@@ -235,7 +239,20 @@ def z_loss_figure(sweep, terms: dict, shift: float, labels: list[str], top: int 
 
 # --- Multi-head page --------------------------------------------------------------------------------------
 
-X_LABELS = 48  # the most key labels a mosaic's width names: about what a projector's page holds at 12 px
+WORD_TICK = 8  # the most characters one key label spans: a longer run without a blank is named in pieces
+BLANKS = set(VISIBLE.values())  # whitespace as gptcore.tokenizer.visible shows it: where one key label ends
+
+
+def word_ticks(labels: list[str]) -> list[tuple[int, str]]:
+    """(position, text) key labels that name whole words: a projector's mosaic has about 5 px a character, too
+    narrow for a label each, but a word written once over the middle of its characters reads as the text does."""
+    ticks, start = [], 0
+    for end in range(len(labels) + 1):
+        if end == len(labels) or labels[end] in BLANKS or end - start == WORD_TICK:
+            if end > start:
+                ticks.append(((start + end - 1) // 2, "".join(labels[start:end])))
+            start = end + (end < len(labels) and labels[end] in BLANKS)
+    return ticks
 
 
 def head_grid(patterns, labels: list[str], titles: list[str], x_title: str, y_title: str, columns: int = 2,
@@ -263,10 +280,11 @@ def head_grid(patterns, labels: list[str], titles: list[str], x_title: str, y_ti
                            showarrow=False, yanchor="bottom", yshift=4)
     # no grid: it would run through the gaps between the blocks
     axis = dict(type="category", tickmode="array", tickangle=0, tickfont=dict(size=12), showgrid=False)
-    every = -(-columns * T // X_LABELS)  # every n-th key named where all would overlap (the hover names each)
-    named = [i for i in range(columns * T) if i % T % every == 0]
-    fig.update_xaxes(tickvals=[tick_names(labels, columns)[i] for i in named],
-                     ticktext=[(labels * columns)[i] for i in named], title=x_title, **axis)
+    # every other word a line lower, so that neighbours never run into each other (the hover names each key)
+    names, words = tick_names(labels, columns), word_ticks(labels)
+    fig.update_xaxes(tickvals=[names[b * T + i] for b in range(columns) for i, _ in words],
+                     ticktext=[("<br>" if n % 2 else "") + word for _ in range(columns) for n, (_, word) in
+                               enumerate(words)], title=x_title, **{**axis, "tickfont": dict(size=11), "ticks": ""})
     fig.update_yaxes(tickvals=tick_names(labels, rows), ticktext=labels * rows, autorange="reversed", title=y_title,
                      **axis)
     side = max(360, 14 * T + 80)  # about 14 px per character keeps every tick label readable
@@ -339,7 +357,7 @@ def rope_pair_figure(path, sweep, steps: int, texts: dict) -> go.Figure:
     reach = 1.35 * radius
     fig.update_layout(height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=texts["x_title"],
                       yaxis_title=texts["y_title"], xaxis_range=[-reach, reach], yaxis_range=[-reach, reach],
-                      yaxis_scaleanchor="x", legend=dict(orientation="h", y=-0.15), title=texts["title"])
+                      yaxis_scaleanchor="x", legend=dict(orientation="h", y=-0.18, yanchor="top"), title=texts["title"])
     return fig
 
 
@@ -352,7 +370,7 @@ def frequencies_figure(freqs, names: dict, title: str, x_title: str) -> go.Figur
     for column, name in names.items():
         fig.add_scatter(x=freqs["pair"], y=freqs[column], mode="lines+markers", name=name)
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), yaxis_type="log", xaxis_title=x_title,
-                      yaxis_exponentformat="power", legend=dict(orientation="h", y=-0.2), title=title)
+                      yaxis_exponentformat="power", legend=dict(orientation="h", y=-0.26, yanchor="top"), title=title)
     return fig
 
 
@@ -392,8 +410,9 @@ def ffn_budget_figure(names: list[str], counted, d_model: int) -> go.Figure:
     fig = go.Figure(go.Bar(x=names, y=counted, marker_color=["#7f7f7f", "#d62728", "#ff9896"],
                            text=[f"{v:,}" for v in counted], textposition="auto",
                            hovertemplate="%{x}: %{y:,}<extra></extra>"))
-    fig.add_hline(y=8 * d_model ** 2, line_dash="dot", annotation_text="8·d²")
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis_title=t("ffn_swiglu.fig.parameters"))
+    # the line's name right of the plot, clear of the bars (the last one reaches above the line)
+    fig.add_hline(y=8 * d_model ** 2, line_dash="dot", annotation_text="8·d²", annotation_position="right")
+    fig.update_layout(height=300, margin=dict(l=10, r=40, t=30, b=10), yaxis_title=t("ffn_swiglu.fig.parameters"))
     return fig
 
 
@@ -477,32 +496,59 @@ def shares_figure(shares, total: int) -> go.Figure:
 NODE_COLORS = {"embedding": "#dbe9f6", "norm": "#eeeeee", "attention": "#fde0c5", "ffn": "#d9f0d3", "add": "#ffffff"}
 
 
+LINE_PX, GAP_PX, ADD_PX = 15, 16, 20  # a label's line, the arrow between two nodes, the + circle (diagram pixels)
+BOX_X, TRUNK_X, SKIP_X = (0.16, 0.68), 0.42, 0.76  # across the width: the boxes, the trunk, the residual line
+
+
+def node_heights(nodes: list) -> list:
+    """Each node's height in pixels: a box holds its label's lines; the input and output are one line of text."""
+    return [ADD_PX if n["kind"] == "add" else LINE_PX + 4 if n["kind"] == "io"
+            else LINE_PX * (say(n["label"]).count("<br>") + 1) + 10 for n in nodes]
+
+
 def diagram_figure(diagram: dict) -> go.Figure:
-    """The chain left to right: boxes, arrows between neighbours, dashed residual arcs over the top."""
+    """The chain top to bottom, each label on its lines inside a box as wide as half the chart, so that the same
+    text fits a projector's narrow page and a wide screen; dashed residual lines at the right of the boxes."""
+    nodes, first, last = diagram["nodes"], *diagram["block"]
+    heights = node_heights(nodes)
+    band = 26  # above the block: its label
+    tops, y = [], 6
+    for i, h in enumerate(heights):
+        y += band if i == first else 0
+        tops.append(y)
+        y += h + (GAP_PX if i < len(nodes) - 1 else 0)
+        y += 10 if i == last else 0
+    total = y + 6
+    mid = [top + h / 2 for top, h in zip(tops, heights)]
     fig = go.Figure()
-    first, last = diagram["block"]
-    fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=-0.7, y1=1.05, line=dict(dash="dash", color="#999"))
-    fig.add_annotation(x=(first + last) / 2, y=1.05, text=say(diagram["block_label"]), showarrow=False,
-                       yanchor="bottom", font=dict(size=12, color="#222"))
-    for i, node in enumerate(diagram["nodes"]):
-        half = 0.16 if node["kind"] == "add" else 0.46
-        if node["kind"] in NODE_COLORS:
-            fig.add_shape(type="circle" if node["kind"] == "add" else "rect", x0=i - half, x1=i + half,
-                          y0=-half if node["kind"] == "add" else -0.5, y1=half if node["kind"] == "add" else 0.5,
+    fig.add_shape(type="rect", x0=0.04, x1=0.96, y0=tops[first] - band + 4, y1=tops[last] + heights[last] + 8,
+                  line=dict(dash="dash", color="#999"))
+    fig.add_annotation(x=0.06, y=tops[first] - band + 6, text=say(diagram["block_label"]), showarrow=False,
+                       xanchor="left", yanchor="top", font=dict(size=12, color="#222"))
+    for i, node in enumerate(nodes):
+        label = say(node["label"])
+        if node["kind"] == "add":
+            fig.add_shape(type="circle", xref="x", yref="y", xsizemode="pixel", ysizemode="pixel", xanchor=TRUNK_X,
+                          yanchor=mid[i], x0=-ADD_PX / 2, x1=ADD_PX / 2, y0=-ADD_PX / 2, y1=ADD_PX / 2,
+                          fillcolor=NODE_COLORS["add"], line=dict(color="#666", width=1))
+        elif node["kind"] in NODE_COLORS:
+            fig.add_shape(type="rect", x0=BOX_X[0], x1=BOX_X[1], y0=tops[i], y1=tops[i] + heights[i],
                           fillcolor=NODE_COLORS[node["kind"]], line=dict(color="#666", width=1), layer="below")
-        fig.add_annotation(x=i, y=0, text=say(node["label"]), showarrow=False, font=dict(size=11, color="#222"))
+        else:  # the input and the output: text on one line, no box
+            label = label.replace("<br>", " ")
+        fig.add_annotation(x=TRUNK_X, y=mid[i], text=label, showarrow=False, font=dict(size=11, color="#222"))
         if i:
-            prev = 0.16 if diagram["nodes"][i - 1]["kind"] == "add" else 0.46
-            fig.add_annotation(x=i - half, y=0, ax=i - 1 + prev, ay=0, xref="x", yref="y", axref="x", ayref="y",
-                               text="", showarrow=True, arrowhead=2, arrowwidth=1.2)
+            fig.add_annotation(x=TRUNK_X, y=tops[i], ax=TRUNK_X, ay=tops[i - 1] + heights[i - 1], xref="x",
+                               yref="y", axref="x", ayref="y", text="", showarrow=True, arrowhead=2, arrowwidth=1.2)
     for a, b in diagram["residuals"]:
-        fig.add_shape(type="path", path=f"M {a},0.5 C {a},0.95 {b},0.95 {b},0.55",
+        leave = tops[a + 1] - GAP_PX / 2  # the trunk just above the branch it skips (inside the block)
+        fig.add_shape(type="path", path=f"M {TRUNK_X},{leave} L {SKIP_X},{leave} L {SKIP_X},{mid[b]}",
                       line=dict(dash="dot", color="#1f77b4"))
-        fig.add_annotation(x=b, y=0.17, ax=b, ay=0.55, xref="x", yref="y", axref="x", ayref="y", text="",
-                           showarrow=True, arrowhead=2, arrowcolor="#1f77b4")
-        fig.add_annotation(x=(a + b) / 2, y=0.93, text=t("assembled_gpt.fig.residual"), showarrow=False,
-                           font=dict(size=10, color="#1f77b4"))
-    fig.update_xaxes(visible=False, range=[-0.55, len(diagram["nodes"]) - 0.45])
-    fig.update_yaxes(visible=False, range=[-0.8, 1.35])
-    fig.update_layout(height=230, margin=dict(l=0, r=0, t=0, b=0), plot_bgcolor="white", showlegend=False)
+        fig.add_annotation(x=TRUNK_X, y=mid[b], ax=SKIP_X, ay=mid[b], xref="x", yref="y", axref="x", ayref="y",
+                           text="", showarrow=True, arrowhead=2, arrowcolor="#1f77b4", standoff=ADD_PX / 2)
+        fig.add_annotation(x=SKIP_X + 0.01, y=(leave + mid[b]) / 2, text=t("assembled_gpt.fig.residual"),
+                           showarrow=False, xanchor="left", font=dict(size=10, color="#1f77b4"))
+    fig.update_xaxes(visible=False, range=[0, 1], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[total, 0], fixedrange=True)  # one unit a pixel, top to bottom
+    fig.update_layout(height=total, margin=dict(l=0, r=0, t=0, b=0), plot_bgcolor="white", showlegend=False)
     return fig
