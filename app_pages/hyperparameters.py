@@ -6,7 +6,7 @@ from explorer.i18n import say, t
 from explorer.links import from_url, linked
 from explorer.real_model import PERCENT, check_mark, real_model_panel, side_by_side_table
 from explorer.shipped import shipped_or_notice, shipped_version
-from explorer.tables import column_name, shown_table
+from explorer.tables import column_name, pinned, shown_table
 from explorer.ui import quiz, show_chart, show_source, wrapping_columns
 from gptcore.demos import hyperparams as hp
 from gptcore.demos import real_models as rm
@@ -56,9 +56,13 @@ st.markdown(t("hyperparameters.intro"))
 st.header(t("hyperparameters.consensus.header"))
 st.table(consensus_table())
 st.markdown(t("hyperparameters.consensus.published"))
-st.dataframe(shown_table(hp.published_table(), "hyperparameters", {
+published = hp.published_table()
+# the size and the FFN ratio the text compares beside the model's name: on a projector the last columns scroll away
+published = published[["model", "parameters", "d_ff / d_model"]
+                      + [c for c in published.columns if c not in ("model", "parameters", "d_ff / d_model")]]
+st.dataframe(shown_table(published, "hyperparameters", {
     "d_head": "{:g}", "d_model / n_layer": "{:g}", "d_ff": "{}", "d_ff / d_model": "{:.2f}", "parameters": "{:,}"}),
-    hide_index=True, key="hp-published")
+    hide_index=True, key="hp-published", column_config=pinned("hyperparameters", "model"))
 st.markdown(t("hyperparameters.consensus.reading"))
 show_source(hp.shape_ratios, hp.published_table)
 with real_model_panel("hp-real"):
@@ -123,8 +127,11 @@ else:
     left.dataframe(shown_table(hp.consensus_check(shape), "hyperparameters"), hide_index=True, key="hp-check")
     right.markdown(t("hyperparameters.costs.flops", n=flops["N (matmul parameters)"],
                      attention=flops["inference: attention"], training=flops["training: attention"]))
-    st.dataframe(shown_table(memory, "hyperparameters", dict.fromkeys(MEMORY_PARTS + ["training total"], hp.format_gb)),
-                 hide_index=True, width="stretch", key="hp-memory")
+    # bytes per parameter and the total beside the precision, the parts after them (they scroll on a projector)
+    by_total = memory[["precision", "bytes / param", "training total"] + MEMORY_PARTS]
+    gigabytes = dict.fromkeys(MEMORY_PARTS + ["training total"], hp.format_gb)
+    st.dataframe(shown_table(by_total, "hyperparameters", gigabytes), hide_index=True, width="stretch",
+                 key="hp-memory", column_config=pinned("hyperparameters", "precision"))
     st.caption(t("hyperparameters.costs.memory_caption"))
     show_chart(costs_figure(memory, hp.flops_vs_context(shape, [2 ** k for k in range(7, 18)]), shape.context),
                key="hp-costs")
@@ -145,7 +152,8 @@ st.dataframe(shown_table(hp.stability_table(scale, cap), "hyperparameters", prec
 curves = stability_curves(tuple(2 ** (k / 2) for k in range(-4, 13)), cap)
 show_chart(drift_figure(curves, hp.patched_probabilities(scale, cap), scale), key="hp-drift-fig")
 st.markdown(t("hyperparameters.stability.attention_reading"))
-st.page_link("app_pages/faster_training.py", label=t("hyperparameters.stability.speedrun_link"), icon="⏩")
+st.page_link("app_pages/faster_training.py", label=t("hyperparameters.stability.speedrun_link"),
+             icon=":material/speed:")
 show_source(hp.patched_logits, hp.stability_table)
 
 st.subheader(t("hyperparameters.z.header"))

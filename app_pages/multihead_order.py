@@ -82,7 +82,8 @@ if shipped is not None:
         show_chart(head_grid(run.patterns[layer], ins.token_labels(run.text), titles, tr("trained.x_title"),
                              tr("trained.y_title"), hover=tr("trained.hover")), key="mh-trained")
         scores = ["previous_token", "word_start", "first_token", "induction", "mean reach", "entropy"]
-        table = shown_table(profiles.drop(columns=["layer", "head_index"]), PAGE,
+        # the role beside the head's name, the scores after it: on a projector the last columns scroll away
+        table = shown_table(profiles[["head", "role"] + scores], PAGE,
                             formats=dict.fromkeys(scores, lambda v: "—" if v != v else f"{v:.2f}"))
         st.dataframe(table, hide_index=True, height=35 * (len(profiles) + 1) + 3, key="mh-trained-scores",
                      column_config=pinned(PAGE, "head"))
@@ -120,7 +121,8 @@ if perm is not None:
     panels = {"attn(x)[perm]": check["attn(x)[perm]"], "attn(x[perm])": check["attn(x[perm])"],
               tr("order.difference"): check["attn(x)[perm]"] - check["attn(x[perm])"]}
     limit = check["attn(x)[perm]"].abs().max().item()  # one colour scale for the three panels
-    fig = heatmap_row(panels, -limit, limit, "RdBu", ".1f", tr("order.x_title"), tr("order.y_title"),
+    # whole numbers: a cell is about 20 px wide on a projector, too narrow for "-5.2" at a readable size
+    fig = heatmap_row(panels, -limit, limit, "RdBu", ".0f", tr("order.x_title"), tr("order.y_title"),
                       tr("order.hover"), 330)
     show_chart(fig, key="perm-outputs")
 show_source(mh.parse_permutation, mh.permutation_check, mh.tutorial_inputs)

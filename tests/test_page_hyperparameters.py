@@ -1,7 +1,7 @@
 """Page 'Hyperparameters': consensus table, published configs, the cost calculator, stability patches, quiz."""
 import pandas as pd
 import torch
-from page_helpers import app_page, chart, frame, metrics, open_page, panel, panel_text
+from page_helpers import app_page, chart, figure, frame, metrics, open_page, panel, panel_text
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
@@ -14,6 +14,7 @@ def test_published_configs_and_their_ratios():
     assert published.loc["LLaMA-2-7B", ["d_model", "n_layer", "n_head", "d_ff", "d_model / n_layer"]].tolist() == [
         4096, 32, 32, 11008, 128]
     assert round(published.loc["LLaMA-2-7B", "d_ff / d_model"], 2) == 2.69
+    assert published.columns[:2].tolist() == ["parameters", "d_ff / d_model"]  # beside the pinned model name
     text = " ".join(m.value for m in at.markdown)
     assert "**2.69**" in text and "11,008" in text and "**128**" in text
     consensus = at.table[0].value
@@ -79,8 +80,9 @@ def test_a_huge_config_renders_the_whole_page_in_readable_numbers():
 def test_memory_table_is_narrow():
     at = app_page("hyperparameters")
     memory = frame(at, "training total")
-    assert memory.columns.tolist() == ["precision", "weights", "gradients", "AdamW m + v", "master weights",
-                                       "training total", "bytes / param"]
+    # the key numbers beside the pinned precision, the parts after them
+    assert memory.columns.tolist() == ["precision", "bytes / param", "training total", "weights", "gradients",
+                                       "AdamW m + v", "master weights"]
     assert displayed(at, "bytes / param").loc[0, "training total"] == "107.815"
 
 
@@ -110,6 +112,8 @@ def test_z_loss_is_shown_on_the_shipped_models_output_logits():
     log_z = torch.logsumexp(logits, -1).item()
     assert metrics(at)["log Z"] == f"{log_z:.2f}"
     assert metrics(at)["z-loss"] == f"{hp.Z_LOSS_WEIGHT * log_z ** 2:.2e}"
+    title = figure(at, "hp-z-fig")["layout"]["annotations"][0]["text"].replace("<br>", " ")  # the metric's number
+    assert f"cross-entropy stays {metrics(at)['cross-entropy']})" in title
     text = " ".join(m.value for m in at.markdown)
     assert "holds only while **log Z > 0**" in text and "lowers every logit" in text
     at.slider(key="hp-z-shift").set_value(-20.0).run()  # log Z < 0 now: the z-loss raises every logit

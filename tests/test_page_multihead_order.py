@@ -94,6 +94,10 @@ def test_trained_heads_are_one_mosaic_heatmap_with_a_title_over_each_head():
     x = trace["x"]
     assert len(set(x)) == len(x)  # every column its own category, so the hover names the key of its own head
     assert x[0].replace("\u200b", "") == x[T + gap].replace("\u200b", "") == f"0 '{ins.token_labels(text)[0]}'"
+    keys = [k.removeprefix("<br>") for k in fig["layout"]["xaxis"]["ticktext"]]  # word by word: the text reads
+    assert " ".join(keys[:len(keys) // 2]) == " ".join(keys[len(keys) // 2:]) == " ".join(text.split())
+    scores = frame(at, "entropy")
+    assert scores.columns[:2].tolist() == ["head", "role"]  # the role beside the pinned head name
 
 
 def test_the_real_model_panel_shows_smollm2s_grouped_query_attention_and_what_it_saves():

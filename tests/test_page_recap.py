@@ -11,6 +11,7 @@ def test_the_road_to_gpt2_is_counted_with_the_same_formulas():
                                              "GPT-2 XL": 1_557_611_200, "LLaMA-2-7B": 6_738_415_616}
     assert scale.loc["this app's GPT", "tokens"] == "characters" and scale.loc["GPT-2 small", "tokens"] == "BPE"
     assert scale.loc["GPT-2 small", "× this model"] == 124_439_808 / 810_624
+    assert scale.columns[:2].tolist() == ["parameters", "× this model"]  # beside the pinned name: the text's count
     text = " ".join(m.value for m in at.markdown)
     for point in ("BPE", "Mixed precision", "Many GPUs", "Checkpoints", "810,624", "ln V"):
         assert point in text
