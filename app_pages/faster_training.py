@@ -3,13 +3,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from explorer.i18n import say, t
+from explorer.i18n import choice, say, t
 from explorer.jobs import JobRefused
 from explorer.links import linked
 from explorer.races import race_header, race_title, run_states, start_race
 from explorer.speedrun_plots import AXES, ladder_figure, race_figure
 from explorer.tables import pinned, shown_table
 from explorer.ui import job_registry, show_chart, show_source
+from gptcore.config import GPTConfig, TrainConfig, settings
 from gptcore.demos import speedrun
 from gptcore.ladder import LADDER, LADDER_CURVES, RUNGS, predecessor
 from gptcore.step import lr_at
@@ -28,6 +29,14 @@ def rung_name(key: str) -> str:
     return t(f"faster_training.rung.{key}.name")
 
 
+SETTINGS = {**settings(GPTConfig), **settings(TrainConfig)}
+
+
+def setting_value(name: str, value):
+    """A rung's value of a setting as the Train page's form names it: a choice in the reader's language."""
+    return choice(SETTINGS[name], value) if value in (SETTINGS[name].choices or {}) else value
+
+
 st.title(t("faster_training.title"))
 st.markdown(t("faster_training.intro"))
 try:
@@ -43,8 +52,8 @@ st.markdown(t("faster_training.ladder.text", target=runs.target))
 measured = speedrun.ladder_table(runs)
 # The numbers beside the rung's name, what it builds on (the number of a kept rung) last: the table fits a wide
 # screen, and on a projector the numbers scroll under the rung's name, which stays put.
-formats = {"× tutorial": "{:.2f}", "seconds to target": "{:.0f}", "characters to target": "{:,.0f}",
-           "final val loss": "{:.4f}"}
+formats = {"× tutorial": "{:.2f}", "seconds to target": "{:.0f}", "final val loss": "{:.4f}",
+           "characters to target": "{:,.0f}"}
 kept_number = {None: "—", **{r.key: str(i) for i, r in enumerate(r for r in LADDER if r.adopted)}}
 table = measured[["rung", *formats, "adopted", "builds on"]]
 table = table.assign(rung=table["rung"].map(names), adopted=table["adopted"].map(
@@ -69,6 +78,8 @@ rung = linked(st.selectbox, t("faster_training.pick_rung"), [r.key for r in LADD
 before = predecessor(rung)
 st.markdown(t(f"faster_training.rung.{rung}.why"))
 changes = speedrun.changes(RUNGS[rung])
+for side in ("before", "after"):
+    changes[side] = [setting_value(name, value) for name, value in zip(changes["setting"], changes[side])]
 changes["setting"] = changes["setting"].map(lambda name: t(f"settings.{name}.label"))
 st.dataframe(shown_table(changes, "faster_training"), hide_index=True, key="ladder-changes")
 show_chart(ladder_figure(speedrun.curve_frame(runs, [before.key, rung]), runs.target, names, x,

@@ -4,7 +4,7 @@ from explorer.demo_plots import ACTIVATION_COLORS, activation_figure, ffn_budget
 from explorer.i18n import say, t
 from explorer.links import linked
 from explorer.real_model import models_table, real_model_panel
-from explorer.tables import shown_table
+from explorer.tables import pinned, shown_table
 from explorer.ui import quiz, show_chart, show_source
 from gptcore.config import ConfigError, swiglu_hidden
 from gptcore.demos import ffn
@@ -60,13 +60,13 @@ show_source(ffn.gate_readout, ffn.feedforward, FeedForward)
 st.header(t("ffn_swiglu.budget.header"))
 st.markdown(t("ffn_swiglu.budget.text"))
 examples = [(t("ffn_swiglu.budget.tutorial_model"), 128, 8), ("LLaMA-2-7B", 4096, 256)]
-st.table([{t("ffn_swiglu.columns.model"): name, "d_model": d, "8/3·d": f"{8 * d / 3:.2f}",
-           t("ffn_swiglu.columns.multiple"): m, "d_ff": swiglu_hidden(d, m)} for name, d, m in examples])
+st.table([{t("ffn_swiglu.columns.model"): name, "d_model": f"{d:,}", "8/3·d": f"{8 * d / 3:,.2f}",
+           t("ffn_swiglu.columns.multiple"): m, "d_ff": f"{swiglu_hidden(d, m):,}"} for name, d, m in examples])
 with real_model_panel("ffn-real"):
     d, d_ff = SMOLLM2_135M.config.d_model, SMOLLM2_135M.config.d_ff
     st.markdown(t("ffn_swiglu.real.body", name=SMOLLM2_135M.name, d=d, d_ff=d_ff, hidden=swiglu_hidden(d),
                   weights=3 * d * d_ff, budget=8 * d ** 2))
-    models_table(rm.ffn_table(), {"8/3·d_model": "{:,.2f}", "d_ff": "{:,}"})
+    models_table(rm.ffn_table(), {"d_model": "{:,}", "8/3·d_model": "{:,.2f}", "d_ff": "{:,}"})
     show_source(rm.swiglu_rule)
 c1, c2 = st.columns(2)
 calc_d = linked(c1.number_input, "d_model", 1, 4096, 128, key="ffn-calc-d")
@@ -81,8 +81,11 @@ m1, m2, m3 = st.columns(3)
 m1.metric("8/3 · d_model", f"{8 * calc_d / 3:,.2f}")
 m2.metric(t("ffn_swiglu.budget.rounded"), f"{d_ff:,}")
 m3.metric(t("ffn_swiglu.budget.ratio"), f"{budget.loc[1, 'formula'] / budget.loc[0, 'formula']:.4f}")
-st.dataframe(shown_table(budget, "ffn_swiglu", {"formula": "{:,}", "counted in FeedForward": "{:,}", "d_ff": "{:,}",
-                                                "÷ 8d²": "{:.4f}"}), hide_index=True, key="ffn-budget")
+# the ratio and the two counts beside the pinned name, the shape after them: on a projector those scroll away
+ratio_first = budget[["FFN", "÷ 8d²", "formula", "counted in FeedForward", "d_ff", "matrices"]]
+st.dataframe(shown_table(ratio_first, "ffn_swiglu", {"formula": "{:,}", "counted in FeedForward": "{:,}",
+                                                     "d_ff": "{:,}", "÷ 8d²": "{:.4f}"}),
+             hide_index=True, key="ffn-budget", column_config=pinned("ffn_swiglu", "FFN"))
 if (budget["formula"] == budget["counted in FeedForward"]).all():
     st.caption(t("ffn_swiglu.budget.matches"))
 else:

@@ -30,7 +30,8 @@ st.header(tr("variance.heading"))
 st.markdown(tr("variance.draws"))
 table = variance_table()
 plain, sharp = scaling.softmax_pair()
-st.code(f"{scaling.variance_printout(table)}\n{plain} {sharp}", language="text")
+# the tutorial's printout, its two softmax tensors a line each: on one line they run off a projector's page
+st.code(f"{scaling.variance_printout(table)}\n{plain}\n{sharp}", language="text")
 st.markdown(tr("variance.softmax"))
 show_source(scaling.variance_table, scaling.dot_products, scaling.softmax_pair)
 

@@ -29,7 +29,7 @@ def ladder_figure(frame: pd.DataFrame, target: float, names: dict, x: str, title
     fig.update_layout(title=title, height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10),
                       xaxis_title=t(f"faster_training.fig.axis.{x}"), yaxis=dict(title=t("faster_training.fig.val"),
                                                                                   range=[low, target + 0.3]),
-                      legend=dict(orientation="h", y=-0.18), template="plotly_white")
+                      legend=dict(orientation="h", y=-0.18, yanchor="top"), template="plotly_white")
     return fig
 
 
@@ -50,6 +50,6 @@ def race_figure(loss: pd.DataFrame, val: pd.DataFrame, names: dict, x: str) -> g
                         hovertemplate=t("faster_training.fig.loss_hover"))
     fig.update_layout(title=t("faster_training.fig.race_title"), height=420,
                       margin=dict(l=10, r=10, t=TOP_MARGIN, b=10), xaxis_title=t(f"faster_training.fig.axis.{x}"),
-                      yaxis_title=t("faster_training.fig.loss"), legend=dict(orientation="h", y=-0.2),
+                      yaxis_title=t("faster_training.fig.loss"), legend=dict(orientation="h", y=-0.2, yanchor="top"),
                       template="plotly_white")
     return fig

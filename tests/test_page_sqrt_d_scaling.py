@@ -5,7 +5,8 @@ from page_helpers import app_page, chart, frame, run_page
 TUTORIAL_PRINTOUT = """d= 16  var(q.k)=   15.8  var(q.k/sqrt(d))=0.99
 d= 64  var(q.k)=   63.5  var(q.k/sqrt(d))=0.99
 d=256  var(q.k)=  261.3  var(q.k/sqrt(d))=1.02
-tensor([0.0900, 0.2447, 0.6652]) tensor([1.2664e-14, 1.1254e-07, 1.0000e+00])"""
+tensor([0.0900, 0.2447, 0.6652])
+tensor([1.2664e-14, 1.1254e-07, 1.0000e+00])"""
 
 
 @pytest.fixture
