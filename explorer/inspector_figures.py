@@ -194,7 +194,8 @@ def head_heatmap(pattern: torch.Tensor, labels: list[str], title: str, query: in
                    domain=[strip + 0.008, 1]),
         xaxis2=dict(domain=[0, strip], range=[-0.5, 0.5], visible=False, fixedrange=True),
         yaxis=dict(title=t("inspector.fig.query_axis"), range=[T - 0.5, -0.5], type="category", showticklabels=False,
-                   showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - margin_bottom)]),
+                   showgrid=False, ticks="", domain=[0, 1 - keys_band / (height - margin_top - margin_bottom)],
+                   anchor="free", position=0),  # (at the left edge: its title left of the query characters)
         shapes=box, title=title, height=height, margin=dict(l=40, r=10, t=margin_top, b=margin_bottom),
         clickmode="event+select")
     return go.Figure([heatmap, rows], layout)
