@@ -26,10 +26,11 @@ def ladder_figure(frame: pd.DataFrame, target: float, names: dict, x: str, title
     fig.add_hline(y=target, line_dash="dash", line_color="#444",
                   annotation_text=t("faster_training.fig.target", target=target), annotation_position="top right")
     low = min(frame["val"].min(), target) - 0.02
+    # (the many-row legend shrinks the plot, and its offset with it: far enough down to clear the axis title at 1024)
     fig.update_layout(title=title, height=480, margin=dict(l=10, r=10, t=TOP_MARGIN, b=10),
                       xaxis_title=t(f"faster_training.fig.axis.{x}"), yaxis=dict(title=t("faster_training.fig.val"),
                                                                                   range=[low, target + 0.3]),
-                      legend=dict(orientation="h", y=-0.18, yanchor="top"), template="plotly_white")
+                      legend=dict(orientation="h", y=-0.32, yanchor="top"), template="plotly_white")
     return fig
 
 
