@@ -7,6 +7,7 @@ file in every pytest-xdist worker costs nothing.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -445,11 +446,17 @@ def smollm2(tmp_path_factory):
     if (path := hub.cached_smollm2()) is None:
         print(f"skipping: SmolLM2 is not in the cache {hub.cache_dir()} (python -m gptcore fetch smollm2)")
         pytest.skip(f"SmolLM2 is not in the cache {hub.cache_dir()}: run python -m gptcore fetch smollm2")
+    import gguf
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = hub.import_model("smollm2", tmp_path_factory.mktemp("smollm2") / "smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    # transformers parses the file's 49,152 tokens anew for the tokenizer, the config and the weights (6 s each) and
+    # builds gguf's tensor-name table once a module of the model (7 s): the same results, each made once here
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("GGUFReader", "get_tensor_name_map"):
+            patch.setattr(gguf, name, functools.lru_cache(maxsize=None)(getattr(gguf, name)))
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
     return load_checkpoint(out), tokenizer, model
 
 
