@@ -45,10 +45,10 @@ def cpu_only(monkeypatch):
 # finish together on the short library tests. pytest.ini keeps this order (--no-loadscope-reorder: pytest-xdist
 # would otherwise start with the files of the most tests).
 LONGEST_FIRST = ["test_browser_training.py", "test_page_training.py", "test_browser_classroom.py",
-                 "test_run_processes.py", "test_browser_figures.py", "test_page_faster_training.py",
-                 "test_browser_layout.py", "test_ddp.py", "test_browser_trace.py", "test_import.py",
+                 "test_run_processes.py", "test_browser_every_page_en.py", "test_page_faster_training.py",
+                 "test_browser_every_page_zh.py", "test_ddp.py", "test_browser_trace.py", "test_import.py",
                  "test_browser_inspector.py", "test_i18n.py", "test_browser_language.py", "test_training_faults.py",
-                 "test_page_trace.py", "test_bench.py"]
+                 "test_browser_layout.py", "test_page_trace.py", "test_bench.py"]
 
 
 @pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: a run with -p no:xdist has none)
