@@ -33,6 +33,26 @@ def runs_in_threads(monkeypatch):
     monkeypatch.setattr(jobs, "launch", launch_in_thread)
 
 
+@pytest.fixture
+def training_root(tmp_path, monkeypatch, runs_in_threads):
+    """A private checkpoints folder (also the data folder server paths may be read from) and an empty job registry
+    for a test of the Train page; the runs it starts train in threads and are stopped after it."""
+    from explorer.ui import job_registry
+    from gptcore import folders
+
+    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
+    monkeypatch.setenv("GPTCORE_DATA", str(tmp_path))
+    job_registry.clear()
+    yield tmp_path
+    registry = job_registry()
+    registry.waiting.clear()  # (else a stop below would start the next waiting run)
+    for name in registry.live():
+        job = registry.get(name)
+        job.stop()
+        job.join(60)
+    job_registry.clear()
+
+
 @pytest.fixture(autouse=True)
 def cpu_only(monkeypatch):
     from gptcore import device

@@ -91,3 +91,12 @@ def panel(at: AppTest, key: str):
 def panel_text(box) -> str:
     """A panel's markdown as one line, so a sentence reads the same wherever the catalog broke its lines."""
     return " ".join(" ".join(m.value for m in box.markdown).split())
+
+
+def notes(at) -> list[str]:
+    """The page's info boxes: where Inspect and Trace explain a result."""
+    return [box.value for box in at.info]
+
+
+def captions(at) -> str:
+    return "\n".join(c.value for c in at.caption)

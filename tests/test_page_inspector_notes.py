@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from page_helpers import captions, notes
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
@@ -50,14 +51,6 @@ def said_twice():
 @pytest.fixture(scope="module")
 def default_text():
     return run_page()
-
-
-def notes(at: AppTest) -> list[str]:
-    return [box.value for box in at.info]
-
-
-def captions(at: AppTest) -> str:
-    return "\n".join(c.value for c in at.caption)
 
 
 def test_a_missed_copy_is_explained_by_the_heads_keys_and_the_prefix_it_matched(said_twice, shipped):

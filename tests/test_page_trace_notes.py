@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from page_helpers import chart
+from page_helpers import captions, chart, notes
 from streamlit.testing.v1 import AppTest
 
 from gptcore import checkpoint as ckpt
@@ -59,14 +59,6 @@ def said_twice():
 @pytest.fixture(scope="module")
 def default_text():
     return run_page()
-
-
-def notes(at: AppTest) -> list[str]:
-    return [box.value for box in at.info]
-
-
-def captions(at: AppTest) -> str:
-    return "\n".join(c.value for c in at.caption)
 
 
 def capture(shipped, text_or_ids) -> interp.Capture:

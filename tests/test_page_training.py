@@ -33,20 +33,8 @@ TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_c
 
 
 @pytest.fixture(autouse=True)
-def root(tmp_path, monkeypatch, runs_in_threads):
-    """A private checkpoints folder (also the data folder server paths may be read from) and an empty job registry
-    for every test; its runs train in threads of this process (tests/run_helpers.py)."""
-    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
-    monkeypatch.setenv("GPTCORE_DATA", str(tmp_path))
-    job_registry.clear()
-    yield tmp_path
-    registry = job_registry()
-    registry.waiting.clear()  # (else a stop below would start the next waiting run)
-    for name in registry.live():
-        job = registry.get(name)
-        job.stop()
-        job.join(60)
-    job_registry.clear()
+def root(training_root):
+    return training_root
 
 
 def page(lang: str | None = None, **settings) -> AppTest:

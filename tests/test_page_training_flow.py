@@ -7,7 +7,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
-from gptcore import folders
 
 PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
 TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_context=16, tr_t_steps=5,
@@ -15,15 +14,8 @@ TINY = dict(tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_head=2, tr_m_d_ff=48, tr_m_c
 
 
 @pytest.fixture(autouse=True)
-def root(tmp_path, monkeypatch, runs_in_threads):
-    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
-    job_registry.clear()
-    yield tmp_path
-    registry = job_registry()
-    for name in registry.live():
-        registry.get(name).stop()
-        registry.get(name).join(60)
-    job_registry.clear()
+def root(training_root):
+    return training_root
 
 
 def scripts(at: AppTest) -> list[str]:

@@ -8,7 +8,6 @@ from streamlit.testing.v1 import AppTest
 
 from explorer.i18n import catalog
 from explorer.ui import job_registry, with_story_breaks
-from gptcore import folders
 from gptcore.train import Trainer
 
 PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
@@ -33,11 +32,8 @@ def test_whole_and_partial_story_markers(written, shown):
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch, runs_in_threads):
-    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
-    job_registry.clear()
-    yield tmp_path
-    job_registry.clear()
+def root(training_root):
+    return training_root
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

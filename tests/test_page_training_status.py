@@ -8,7 +8,6 @@ from run_helpers import wait_until
 from streamlit.testing.v1 import AppTest
 
 from explorer.ui import job_registry
-from gptcore import folders
 from gptcore import train as train_module
 
 PAGE = str(Path(__file__).resolve().parent.parent / "app_pages" / "training.py")
@@ -18,16 +17,8 @@ TINY = dict(tr_builtin_chars=20_000, tr_m_d_model=16, tr_m_n_layer=1, tr_m_n_hea
 
 
 @pytest.fixture(autouse=True)
-def root(tmp_path, monkeypatch, runs_in_threads):
-    monkeypatch.setattr(folders, "CHECKPOINT_ROOT", tmp_path)
-    job_registry.clear()
-    yield tmp_path
-    registry = job_registry()
-    registry.waiting.clear()
-    for name in registry.live():
-        registry.get(name).stop()
-        registry.get(name).join(60)
-    job_registry.clear()
+def root(training_root):
+    return training_root
 
 
 @pytest.fixture
