@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 JOBS = ".jobs"
 DATABASE = "queue.sqlite3"
+REBUILT = "rebuilt.json"  # the last rebuild, for every server over the folder to say, not only the one that did it
+NOTICE_S = 3600  # how long after a rebuild a server's pages say it
 ACTIONS = ("new", "continue")
 ID = re.compile(r"^[0-9a-f]{12}$")
 KEEP_ENDED = 100  # ended jobs kept (their events say why a run failed), newest first
@@ -123,7 +125,6 @@ class RunQueue:
     def __init__(self, root: Path | None = None):
         self._root = root
         self._made = False  # (this object has seen the store's table made)
-        self.notice: Message | None = None  # said once the store was found damaged and rebuilt
 
     @property
     def root(self) -> Path:
@@ -217,10 +218,22 @@ class RunQueue:
         finally:
             if fd is not None:
                 locks.release(self.folder / "rebuild.lock", fd)
-        self.notice = message("queue.rebuilt", "The queue's database, {path}, was damaged ({reason}): it is kept as "
-                              "{kept} and a new one was made from the run folders, with {waiting} waiting run(s).",
-                              path=self.path, reason=reason[:200], kept=kept.name, waiting=waiting)
+        fs.atomic_write(self.folder / REBUILT, json.dumps({"at": time.time(), "reason": reason[:200],
+                                                          "kept": kept.name, "waiting": waiting}))
         log.warning("%s", self.notice)
+
+    @property
+    def notice(self) -> Message | None:
+        """The store's last rebuild, for an hour after it: whichever server or process found it damaged."""
+        try:
+            told = json.loads((self.folder / REBUILT).read_text(encoding="utf-8"))
+            if time.time() - told["at"] > NOTICE_S:
+                return None
+            return message("queue.rebuilt", "The queue's database, {path}, was damaged ({reason}): it is kept as "
+                           "{kept} and a new one was made from the run folders, with {waiting} waiting run(s).",
+                           path=self.path, reason=told["reason"], kept=told["kept"], waiting=told["waiting"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     # ------------------------------------------------------------ waiting runs
 

@@ -259,4 +259,5 @@ def test_a_damaged_queue_store_is_said_and_rebuilt_from_the_run_folders(root):
     assert str(again.notice) == (f"The queue's database, {root / JOBS / DATABASE}, was damaged (file is not a "
                                  f"database): it is kept as {kept.name} and a new one was made from the run folders, "
                                  "with 2 waiting run(s).")
+    assert RunQueue(root).notice == again.notice  # (another server over the folder says it too)
     assert again.add(queued("third", by="c"), per_learner=1) == 3  # and it works on
