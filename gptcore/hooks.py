@@ -2,7 +2,7 @@
 
     logits, loss = model.run_with_hooks(idx, fwd_hooks=[("blocks.0.attn.hook_pattern", fn)])
     logits, cache = model.run_with_cache(idx)  # every hook point; names_filter= keeps fewer
-    cache["blocks.0.attn.hook_pattern"]        # or cache["pattern", 0]
+    cache["blocks.0.attn.hook_pattern"]        # or cache["pattern", 0], cache["attn", 0]
 
 A hook function is fn(activation, hook), with hook.name the hook point's name. A tensor it returns replaces the
 activation from there on (ablation, patching); None leaves it as it is. A hook is named by its name or by a
@@ -50,6 +50,11 @@ class HookPoint(nn.Module):
         return self.register_forward_hook(lambda module, inputs, out: fn(out, hook=self))
 
 
+# TransformerLens' other words for the same activations (its utils.get_act_name): cache["attn", 0] is the pattern
+ALIASES = {"attn": "pattern", "attn_logits": "attn_scores", "query": "q", "key": "k", "value": "v",
+           "mlp_pre": "pre", "mlp_post": "post"}
+
+
 class ActivationCache(Mapping):
     """{hook name: activation} of one forward pass.
 
@@ -62,6 +67,7 @@ class ActivationCache(Mapping):
     def __getitem__(self, key) -> torch.Tensor:
         if isinstance(key, tuple):
             word, layer = key
+            word = ALIASES.get(word, word)
             key = next((name for name in (f"blocks.{layer}.hook_{word}", f"blocks.{layer}.attn.hook_{word}",
                                           f"blocks.{layer}.mlp.hook_{word}") if name in self.acts), key)
         elif key not in self.acts and f"hook_{key}" in self.acts:  # cache["embed"]

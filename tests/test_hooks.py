@@ -108,6 +108,8 @@ def test_run_with_cache_keeps_every_hook_point_by_default_and_what_a_filter_pick
     assert torch.equal(cache["resid_post", 0], cache["blocks.0.hook_resid_post"])
     assert torch.equal(cache["pre_linear", 0], cache["blocks.0.mlp.hook_pre_linear"])
     assert torch.equal(cache["embed"], cache["hook_embed"])
+    for alias, word in (("attn", "attn.hook_pattern"), ("key", "attn.hook_k"), ("mlp_post", "mlp.hook_post")):
+        assert torch.equal(cache[alias, 1], cache[f"blocks.1.{word}"])  # (TransformerLens' words for them)
     assert ("pattern", 1) in cache and "blocks.0.attn.hook_q" in cache and ("pattern", 5) not in cache
     with pytest.raises(KeyError):
         cache["blocks.0.attn.hook_scores"]
