@@ -491,30 +491,22 @@ def main(argv: list[str] | None = None) -> int:
                 other.add_init_script(f"({MARK_INPUT})()")
                 switched = {"baseline": (other, Frames(other)), **switched}
                 run_to_end(other, switched["baseline"][1], lambda: other.goto(args.baseline))
-            for tab_page, tab_frames in switched.values():
-                tab_page.bring_to_front()
-                run_to_end(tab_page, tab_frames, lambda p=tab_page: open_from_sidebar(p, "Inspect"))
-                tab_page.get_by_role("heading", name="Inspect a trained model").wait_for(timeout=120_000)
-                full_context_text(tab_page, tab_frames)
-            for label, context in loads:
-                with context() if context else nullcontext():
-                    print(f"\nInspect, shipped model, full context (128 characters), {label} ({load_summary()}):")
-                    if not args.skip_controls:
-                        for name, samples in inspect_controls(page, frames, args.clicks).items():
-                            print(samples.line(name))
-                    print_tab_switches(tab_switches(switched, INSPECT_TABS, args.tab_rounds))
-            if not args.skip_trace:
+            measured = [("Inspect", full_context_text, inspect_controls, INSPECT_TABS,
+                         "Inspect, shipped model, full context (128 characters)")]
+            measured += [] if args.skip_trace else [("Trace a prediction", full_trace_text, trace_controls, TRACE_TABS,
+                                                     "Trace a prediction, shipped model, full context")]
+            for link, fill, controls, tabs, title in measured:
                 for tab_page, tab_frames in switched.values():
                     tab_page.bring_to_front()
-                    run_to_end(tab_page, tab_frames, lambda p=tab_page: open_from_sidebar(p, "Trace a prediction"))
-                    full_trace_text(tab_page, tab_frames)
+                    run_to_end(tab_page, tab_frames, lambda p=tab_page, link=link: open_from_sidebar(p, link))
+                    fill(tab_page, tab_frames)
                 for label, context in loads:
                     with context() if context else nullcontext():
-                        print(f"\nTrace a prediction, shipped model, full context, {label} ({load_summary()}):")
+                        print(f"\n{title}, {label} ({load_summary()}):")
                         if not args.skip_controls:
-                            for name, samples in trace_controls(page, frames, args.clicks).items():
+                            for name, samples in controls(page, frames, args.clicks).items():
                                 print(samples.line(name))
-                        print_tab_switches(tab_switches(switched, TRACE_TABS, args.tab_rounds))
+                        print_tab_switches(tab_switches(switched, tabs, args.tab_rounds))
         browser.close()
     print(load_summary())
     return 0
